@@ -1,0 +1,48 @@
+/**
+ * The service's own errors. Transient database errors are deliberately NOT wrapped: they keep
+ * their driver types (`pg.DatabaseError`, Node's system errors) so "what is retryable" is
+ * decided in one place, `shared/error-classes.ts`, from the driver's own codes.
+ */
+
+/** Base of every error this service raises itself. */
+export class StorageConsumerError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StorageConsumerError';
+  }
+}
+
+/** A setting is missing or invalid; raised at start-up, naming the variable. */
+export class ConfigurationError extends StorageConsumerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ConfigurationError';
+  }
+}
+
+/** The schema cannot be brought to the version the code needs. */
+export class MigrationError extends StorageConsumerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'MigrationError';
+  }
+}
+
+/** The Lambda event itself is malformed (not one record: the whole event). Fatal. */
+export class InvalidEventError extends StorageConsumerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'InvalidEventError';
+  }
+}
+
+/**
+ * Transient failures outlasted the retry budget; the batch did not commit and must be
+ * redelivered. `cause` is the last driver error, unwrapped.
+ */
+export class RetryBudgetExhaustedError extends StorageConsumerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RetryBudgetExhaustedError';
+  }
+}

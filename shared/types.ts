@@ -1,0 +1,45 @@
+/** One Kafka record as the pipeline sees it, after the Lambda event was parsed. */
+export interface KafkaRecord {
+  readonly topic: string;
+  readonly partition: number;
+  /** A safe integer, checked when the event was parsed. */
+  readonly offset: number;
+  /** Milliseconds since the epoch, as Kafka (and the Lambda event) carries it. */
+  readonly timestamp: number;
+  readonly timestampType: string;
+  readonly key: Buffer | null;
+  /** Raw value bytes; `null` for a tombstone / null value. */
+  readonly value: Buffer | null;
+  readonly headers: readonly KafkaHeader[];
+}
+
+/** One header, in order, with its raw bytes. */
+export interface KafkaHeader {
+  readonly name: string;
+  readonly value: Buffer;
+}
+
+/** Reasons a message can be dead-lettered (SPEC section 6); stored in `dead_letter_events.reason`. */
+export const REJECTION_REASONS = [
+  'invalid_encoding',
+  'invalid_json',
+  'invalid_message',
+  'unknown_application',
+  'empty_message',
+  'rejected_by_database',
+] as const;
+
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+/** Why one message cannot be stored. `detail` never contains a NUL character. */
+export interface Rejection {
+  readonly reason: RejectionReason;
+  readonly detail: string;
+}
+
+/** What a batch write did, per the `RETURNING (xmax = 0)` of each upsert. */
+export interface WriteOutcome {
+  readonly inserted: number;
+  readonly updated: number;
+  readonly skipped: number;
+}
