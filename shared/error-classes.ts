@@ -1,0 +1,65 @@
+import pg from 'pg';
+
+/**
+ * SQLSTATEs that a retry on a fresh connection can cure (SPEC section 4): connection
+ * exceptions (class 08), serialization failure, deadlock, too many connections, statement
+ * timeout, admin/crash shutdown and cannot-connect-now, read-only after a failover.
+ */
+const TRANSIENT_SQLSTATES = new Set(['40001', '40P01', '53300', '57014', '57P01', '57P02', '57P03', '25006']);
+
+/** Node/system error codes of a network that failed between us and PostgreSQL. */
+const TRANSIENT_SYSTEM_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+]);
+
+/**
+ * node-postgres raises plain `Error`s (no code) when a connection dies or a pool checkout
+ * times out; these are its messages.
+ */
+const TRANSIENT_DRIVER_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error and is not queryable',
+  'Connection terminated due to connection timeout',
+  'Client was closed and is not queryable',
+];
+
+function codeOf(error: unknown): string | undefined {
+  if (error && typeof error === 'object' && 'code' in error && typeof error.code === 'string') return error.code;
+  return undefined;
+}
+
+/** True for an error that a retry on a fresh connection can cure; such errors are never dead-lettered. */
+export function isTransientError(error: unknown): boolean {
+  const code = codeOf(error);
+  if (error instanceof pg.DatabaseError && code) return code.startsWith('08') || TRANSIENT_SQLSTATES.has(code);
+  if (code && TRANSIENT_SYSTEM_CODES.has(code)) return true;
+  if (error instanceof AggregateError) return error.errors.some(isTransientError);
+  if (error instanceof Error) {
+    return TRANSIENT_DRIVER_MESSAGES.some((message) => error.message.includes(message));
+  }
+  return false;
+}
+
+/** Authentication failed (`28P01`): transient once, after the credentials were re-read. */
+export function isAuthenticationFailure(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && error.code === '28P01';
+}
+
+/**
+ * The database refused the data itself (class 22 data exception, class 23 integrity
+ * violation): a permanent problem of one row, to be isolated and dead-lettered.
+ */
+export function isRefusedDataError(error: unknown): error is pg.DatabaseError {
+  const code = codeOf(error);
+  return error instanceof pg.DatabaseError && code !== undefined && (code.startsWith('22') || code.startsWith('23'));
+}

@@ -1,0 +1,39 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import middy from '@middy/core';
+import type { Context } from 'aws-lambda';
+import type { BatchReport, BatchResponse } from './pipeline.js';
+import { processBatch } from './pipeline.js';
+import type { PipelineName } from './pipeline-names.js';
+import type { DatabaseSource } from './runtime.js';
+import { createPipelineRuntime } from './runtime.js';
+import type { Settings } from './settings.js';
+import { loadSettings } from './settings.js';
+
+/** Options of a pipeline handler; all optional (tests and the host inject their own). */
+export interface PipelineHandlerOptions {
+  readonly settings?: Settings;
+  readonly logger?: Logger;
+  readonly database?: DatabaseSource;
+  /** Told about every batch, e.g. to emit metrics. */
+  readonly onBatch?: (report: BatchReport) => void;
+}
+
+/**
+ * A Lambda handler for one pipeline: a middy chain (Powertools logger with the Lambda
+ * context) around the shared batch pipeline. Settings are validated when the handler is
+ * built (a cold start), so a bad variable fails the init, not a batch hours later.
+ */
+export function createPipelineHandler(pipeline: PipelineName, options: PipelineHandlerOptions = {}) {
+  const settings = options.settings ?? loadSettings();
+  const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline } });
+  const runtime = createPipelineRuntime(pipeline, settings, logger, options.database);
+  const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
+    const { response, report } = await processBatch(event, runtime, {
+      remainingMs: () => context.getRemainingTimeInMillis(),
+    });
+    options.onBatch?.(report);
+    return response;
+  }).use(injectLambdaContext(logger));
+  return Object.assign(handler, { close: runtime.close });
+}

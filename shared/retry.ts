@@ -1,0 +1,56 @@
+import { isAuthenticationFailure, isTransientError } from './error-classes.js';
+import { RetryBudgetExhaustedError } from './errors.js';
+import type { RetrySettings } from './settings.js';
+
+/** Options of one retried operation. */
+export interface RetryOptions extends RetrySettings {
+  /** Time left in the invocation (Lambda: `context.getRemainingTimeInMillis()`). */
+  readonly remainingMs: () => number;
+  /** Time one more attempt needs at least; no retry starts with less left. */
+  readonly attemptReserveMs: number;
+  /** Re-reads rotated credentials; called at most once, on the first authentication failure. */
+  readonly refreshCredentials?: () => Promise<void>;
+  /** Told about every retry, e.g. to log it and to heartbeat the consumer group. */
+  readonly onRetry?: (info: { attempt: number; delayMs: number; error: unknown }) => void;
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs `operation` (which must take a fresh connection each time) and retries transient
+ * failures with exponential back-off: the first attempt plus up to `retries` more, waiting
+ * base, 2*base, 4*base ... before them, never past the invocation's remaining time.
+ * Non-transient errors propagate at once, unwrapped. When the budget is spent, throws
+ * RetryBudgetExhaustedError with the last driver error as `cause`.
+ */
+export async function withTransientRetry<T>(operation: (attempt: number) => Promise<T>, options: RetryOptions): Promise<T> {
+  const sleep = options.sleep ?? defaultSleep;
+  let credentialsRefreshed = false;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await operation(attempt);
+    } catch (error) {
+      const authentication = isAuthenticationFailure(error) && !credentialsRefreshed && options.refreshCredentials;
+      if (!authentication && !isTransientError(error)) throw error;
+      if (attempt > options.retries) {
+        throw new RetryBudgetExhaustedError(`database still failing after ${attempt} attempts: ${String(error)}`, {
+          cause: error,
+        });
+      }
+      const delayMs = authentication ? 0 : options.baseMs * 2 ** (attempt - 1);
+      if (options.remainingMs() < delayMs + options.attemptReserveMs) {
+        throw new RetryBudgetExhaustedError(
+          `database still failing after ${attempt} attempts and the invocation has too little time left: ${String(error)}`,
+          { cause: error },
+        );
+      }
+      options.onRetry?.({ attempt, delayMs, error });
+      if (authentication && options.refreshCredentials) {
+        credentialsRefreshed = true;
+        await options.refreshCredentials();
+      }
+      await sleep(delayMs);
+    }
+  }
+}

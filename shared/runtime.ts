@@ -1,0 +1,52 @@
+import type pg from 'pg';
+import type { CoreLogger } from './db.js';
+import { createPool } from './db.js';
+import type { PipelineRuntime } from './pipeline.js';
+import { PIPELINE_DEFINITIONS } from './pipeline-definitions.js';
+import type { PipelineName } from './pipeline-names.js';
+import { ApplicationResolver } from './resolver.js';
+import type { DatabaseSettings, Settings } from './settings.js';
+
+/** Where a pipeline's connection settings come from: the settings, or e.g. a secret (AWS). */
+export interface DatabaseSource {
+  /** Connection settings; fetched once, cached by the source. */
+  readonly settings: () => Promise<DatabaseSettings>;
+  /** Forgets cached credentials so the next `settings()` re-reads them (after a rotation). */
+  readonly refresh?: () => Promise<void>;
+}
+
+/**
+ * Builds one pipeline's runtime: its own lazily created pool (re-created after a credential
+ * refresh) and its own application cache. Nothing is shared between pipelines.
+ */
+export function createPipelineRuntime(
+  name: PipelineName,
+  settings: Settings,
+  logger: CoreLogger,
+  source: DatabaseSource = { settings: async () => settings.database },
+): PipelineRuntime & { close(): Promise<void> } {
+  let pool: Promise<pg.Pool> | undefined;
+  const open = () => {
+    pool ??= source.settings().then((database) => createPool(database, logger, name));
+    return pool;
+  };
+  const close = async () => {
+    const current = pool;
+    pool = undefined;
+    if (current) await (await current).end();
+  };
+  return {
+    definition: PIPELINE_DEFINITIONS[name],
+    settings,
+    logger,
+    pool: open,
+    resolver: new ApplicationResolver(settings.applicationCacheTtlMs),
+    refreshCredentials: source.refresh
+      ? async () => {
+          await source.refresh?.();
+          await close();
+        }
+      : undefined,
+    close,
+  };
+}

@@ -1,0 +1,107 @@
+import { isRefusedDataError } from './error-classes.js';
+import type { Queryable } from './queryable.js';
+import type { WriteOutcome } from './types.js';
+
+/** One column of a table description: how to read its value from an input row. */
+export interface ColumnDescription<R> {
+  readonly name: string;
+  /** Element type of the array parameter this column travels in, e.g. `bigint`, `timestamptz`. */
+  readonly type: string;
+  /** SQL over `input.<name>` when the stored value needs a cast, e.g. `input.histogram::bigint[]`. */
+  readonly select?: string;
+  readonly value: (row: R) => unknown;
+}
+
+/**
+ * Everything that differs between the tables: name, columns and conflict clause. One generic
+ * upsert takes it (STYLE: no copy with small variations).
+ */
+export interface TableDescription<R> {
+  readonly name: string;
+  readonly columns: readonly ColumnDescription<R>[];
+  /** The natural key's columns (the UNIQUE constraint `ON CONFLICT` targets). */
+  readonly conflictColumns: readonly string[];
+  /** `undefined`: DO NOTHING. Otherwise the columns an update writes, and its guard. */
+  readonly update?: { readonly columns: readonly string[]; readonly where: string };
+}
+
+const statements = new WeakMap<TableDescription<never>, string>();
+
+/**
+ * `INSERT ... SELECT FROM unnest(<one array parameter per column>) ON CONFLICT ...
+ * RETURNING (xmax = 0)`: one statement per table per batch, whatever the row count, with a
+ * fixed text PostgreSQL plans cheaply (a multi-row VALUES list would be a new statement for
+ * every batch size and costs about twice as much).
+ */
+export function upsertStatement<R>(table: TableDescription<R>): string {
+  const cached = statements.get(table as TableDescription<never>);
+  if (cached) return cached;
+  const names = table.columns.map((column) => column.name);
+  const parameters = table.columns.map((column, index) => `$${index + 1}::${column.type}[]`);
+  const selected = table.columns.map((column) => column.select ?? `input.${column.name}`);
+  const conflict = table.update
+    ? `DO UPDATE SET ${table.update.columns.map((column) => `${column} = EXCLUDED.${column}`).join(', ')} WHERE ${table.update.where}`
+    : 'DO NOTHING';
+  const sql =
+    `INSERT INTO ${table.name} (${names.join(', ')}) ` +
+    `SELECT ${selected.join(', ')} FROM unnest(${parameters.join(', ')}) AS input(${names.join(', ')}) ` +
+    `ON CONFLICT (${table.conflictColumns.join(', ')}) ${conflict} RETURNING (xmax = 0) AS inserted`;
+  statements.set(table as TableDescription<never>, sql);
+  return sql;
+}
+
+/** Writes `rows` with ONE statement and reports inserted / updated / skipped. */
+export async function upsertRows<R>(client: Queryable, table: TableDescription<R>, rows: readonly R[]): Promise<WriteOutcome> {
+  if (rows.length === 0) return { inserted: 0, updated: 0, skipped: 0 };
+  const parameters = table.columns.map((column) => rows.map(column.value));
+  const result = await client.query<{ inserted: boolean }>(upsertStatement(table), parameters);
+  let inserted = 0;
+  for (const row of result.rows) if (row.inserted) inserted += 1;
+  const updated = result.rows.length - inserted;
+  return { inserted, updated, skipped: rows.length - result.rows.length };
+}
+
+/** A row the database refused (SQLSTATE class 22/23), with the driver's error. */
+export interface RefusedRow<R> {
+  readonly row: R;
+  readonly error: Error & { code?: string };
+}
+
+/**
+ * Like `upsertRows`, but a row the database refuses does not abort the batch: the rows are
+ * written under savepoints and, on a class 22/23 error, bisected until each refused row stands
+ * alone. Used only after the plain statement failed that way, so the common path stays one
+ * statement. Must run inside a transaction.
+ */
+export async function upsertRowsIsolating<R>(
+  client: Queryable,
+  table: TableDescription<R>,
+  rows: readonly R[],
+): Promise<{ outcome: WriteOutcome; refused: RefusedRow<R>[] }> {
+  const outcome = { inserted: 0, updated: 0, skipped: 0 };
+  const refused: RefusedRow<R>[] = [];
+  const attempt = async (part: readonly R[]): Promise<void> => {
+    if (part.length === 0) return;
+    await client.query('SAVEPOINT isolate_refused_rows');
+    try {
+      const written = await upsertRows(client, table, part);
+      await client.query('RELEASE SAVEPOINT isolate_refused_rows');
+      outcome.inserted += written.inserted;
+      outcome.updated += written.updated;
+      outcome.skipped += written.skipped;
+    } catch (error) {
+      if (!isRefusedDataError(error)) throw error;
+      await client.query('ROLLBACK TO SAVEPOINT isolate_refused_rows');
+      await client.query('RELEASE SAVEPOINT isolate_refused_rows');
+      if (part.length === 1) {
+        refused.push({ row: part[0] as R, error });
+        return;
+      }
+      const middle = Math.ceil(part.length / 2);
+      await attempt(part.slice(0, middle));
+      await attempt(part.slice(middle));
+    }
+  };
+  await attempt(rows);
+  return { outcome, refused };
+}
