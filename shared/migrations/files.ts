@@ -51,7 +51,8 @@ export function orderMigrationFileNames(fileNames: readonly string[]): Migration
     const expected = index + 1;
     if (file.version !== expected) {
       throw new MigrationError(
-        `migration version ${expected} is missing: found ${file.fileName} ${previous ? `after ${previous.fileName}` : 'first'}`,
+        `migration version ${expected} is missing: ` +
+          `found ${file.fileName} ${previous ? `after ${previous.fileName}` : 'first'}`,
       );
     }
   });

@@ -26,7 +26,13 @@ export function compareWithApplied(
         actual: file.checksum,
       });
     } else if (row.name !== file.name) {
-      mismatches.push({ version: file.version, fileName: file.fileName, field: 'name', expected: row.name, actual: file.name });
+      mismatches.push({
+        version: file.version,
+        fileName: file.fileName,
+        field: 'name',
+        expected: row.name,
+        actual: file.name,
+      });
     }
   }
   const unknownApplied = applied.map((row) => row.version).filter((version) => !known.has(version));
@@ -56,7 +62,8 @@ export function describeMismatches(mismatches: readonly MigrationMismatch[]): st
   return mismatches
     .map((mismatch) =>
       mismatch.field === 'checksum'
-        ? `${mismatch.fileName} was changed after it was applied (checksum ${mismatch.expected} applied, ${mismatch.actual} on disk)`
+        ? `${mismatch.fileName} was changed after it was applied ` +
+          `(checksum ${mismatch.expected} applied, ${mismatch.actual} on disk)`
         : `${mismatch.fileName} was renamed after it was applied (applied as "${mismatch.expected}")`,
     )
     .join('; ');
