@@ -1,0 +1,340 @@
+import { createHash } from 'node:crypto';
+import { appendFile, copyFile, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MigrationError } from '../../shared/errors.js';
+import {
+  DEFAULT_MIGRATIONS_DIRECTORY,
+  MIGRATION_LOCK_KEY,
+  runMigrations,
+  schemaStatus,
+} from '../../shared/migrations/index.js';
+import type { MigrationLogger, MigrationReport } from '../../shared/migrations/index.js';
+import { createAppsStandIn, createTestSchema } from '../helpers/database.js';
+import type { TestSchema } from '../helpers/database.js';
+
+const DATA_TABLES = ['app_stats', 'dead_letter_events', 'network_metrics', 'reviews'];
+
+interface LogLine {
+  level: 'info' | 'warn';
+  message: string;
+  extra?: object;
+}
+
+function recordingLogger(): MigrationLogger & { lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  return {
+    lines,
+    info: (message, extra) => lines.push({ level: 'info', message, extra }),
+    warn: (message, extra) => lines.push({ level: 'warn', message, extra }),
+  };
+}
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((cleanup) => cleanup()));
+});
+
+/** A fresh schema; with the App API stand-in unless told otherwise. */
+async function freshSchema({ withApps = true } = {}): Promise<TestSchema> {
+  const schema = await createTestSchema('mig');
+  cleanups.push(() => schema.drop());
+  if (withApps) await createAppsStandIn(schema.pool);
+  return schema;
+}
+
+/** A temporary copy of the repository's migrations, to tamper with. */
+async function copyOfMigrations(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'migrations-'));
+  cleanups.push(() => rm(directory, { recursive: true, force: true }));
+  for (const name of await readdir(DEFAULT_MIGRATIONS_DIRECTORY)) {
+    await copyFile(join(DEFAULT_MIGRATIONS_DIRECTORY, name), join(directory, name));
+  }
+  return directory;
+}
+
+function migrate(
+  schema: TestSchema,
+  options: { directory?: string; logger?: MigrationLogger } = {},
+): Promise<MigrationReport> {
+  return runMigrations({ connection: { connectionString: schema.url }, logger: recordingLogger(), ...options });
+}
+
+async function caught(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected the promise to reject');
+}
+
+async function tablesOf(schema: TestSchema): Promise<string[]> {
+  const result = await schema.pool.query<{ table_name: string }>(
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
+    [schema.schema],
+  );
+  return result.rows.map((row) => row.table_name);
+}
+
+async function trackingRows(schema: TestSchema): Promise<Array<{ version: number; name: string; checksum: string }>> {
+  const result = await schema.pool.query<{ version: number; name: string; checksum: string }>(
+    'SELECT version, name, checksum FROM storage_consumer_migrations ORDER BY version',
+  );
+  return result.rows;
+}
+
+const sha256OfFile = async (path: string): Promise<string> =>
+  createHash('sha256').update(await readFile(path)).digest('hex');
+
+describe('runMigrations', () => {
+  it('creates the four tables, their natural keys and an index for every foreign key on an empty schema', async () => {
+    const schema = await freshSchema();
+
+    const report = await migrate(schema);
+
+    expect(report).toEqual({
+      applied: [
+        { version: 1, name: 'app_stats' },
+        { version: 2, name: 'reviews' },
+        { version: 3, name: 'network_metrics' },
+        { version: 4, name: 'dead_letter_events' },
+      ],
+      alreadyApplied: 0,
+      unknownApplied: [],
+    });
+    expect(await tablesOf(schema)).toEqual(
+      [...DATA_TABLES, 'apps_registry_application', 'storage_consumer_migrations'].sort(),
+    );
+
+    const uniqueKeys = await schema.pool.query<{ table: string; columns: string[] }>(
+      `SELECT c.conrelid::regclass::text AS table,
+              array(SELECT a.attname::text
+                      FROM unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord)
+                      JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+                     ORDER BY k.ord) AS columns
+         FROM pg_constraint c
+        WHERE c.contype = 'u' AND c.connamespace = $1::regnamespace
+        ORDER BY 1`,
+      [schema.schema],
+    );
+    expect(uniqueKeys.rows).toEqual([
+      { table: 'app_stats', columns: ['application_id', 'crawled_at'] },
+      { table: 'apps_registry_application', columns: ['package_name'] },
+      { table: 'dead_letter_events', columns: ['topic', 'partition', 'kafka_offset', 'payload_sha256'] },
+      { table: 'network_metrics', columns: ['analysis_id'] },
+      { table: 'reviews', columns: ['review_id'] },
+    ]);
+
+    // An index serves a foreign key when the key's columns lead the index.
+    const foreignKeys = await schema.pool.query<{ table: string; column: string; target: string; indexed: boolean }>(
+      `SELECT c.conrelid::regclass::text AS table,
+              a.attname::text AS column,
+              c.confrelid::regclass::text AS target,
+              EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND i.indkey[0] = c.conkey[1]) AS indexed
+         FROM pg_constraint c
+         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+        WHERE c.contype = 'f' AND c.connamespace = $1::regnamespace AND cardinality(c.conkey) = 1
+        ORDER BY 1`,
+      [schema.schema],
+    );
+    expect(foreignKeys.rows).toEqual(
+      ['app_stats', 'network_metrics', 'reviews'].map((table) => ({
+        table,
+        column: 'application_id',
+        target: 'apps_registry_application',
+        indexed: true,
+      })),
+    );
+
+    const files = ['0001_app_stats.sql', '0002_reviews.sql', '0003_network_metrics.sql', '0004_dead_letter_events.sql'];
+    expect(await trackingRows(schema)).toEqual(
+      await Promise.all(
+        files.map(async (fileName, index) => ({
+          version: index + 1,
+          name: fileName.slice(5, -4),
+          checksum: await sha256OfFile(join(DEFAULT_MIGRATIONS_DIRECTORY, fileName)),
+        })),
+      ),
+    );
+  });
+
+  it('applies nothing when run again', async () => {
+    const schema = await freshSchema();
+    await migrate(schema);
+    const appliedAt = 'SELECT version, applied_at FROM storage_consumer_migrations ORDER BY version';
+    const before = await schema.pool.query(appliedAt);
+
+    const report = await migrate(schema);
+
+    expect(report).toEqual({ applied: [], alreadyApplied: 4, unknownApplied: [] });
+    const after = await schema.pool.query(appliedAt);
+    expect(after.rows).toEqual(before.rows);
+  });
+
+  it('applies each file exactly once when runners race', async () => {
+    const schema = await freshSchema();
+
+    const reports = await Promise.all([migrate(schema), migrate(schema), migrate(schema)]);
+
+    const appliedVersions = reports.flatMap((report) => report.applied.map((migration) => migration.version));
+    expect(appliedVersions.sort((a, b) => a - b)).toEqual([1, 2, 3, 4]);
+    expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('waits for the advisory lock another session holds', async () => {
+    const schema = await freshSchema();
+    const holder = new pg.Client({ connectionString: schema.url });
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
+
+    let settled = false;
+    const run = migrate(schema).finally(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const whileLocked = await tablesOf(schema);
+    const settledWhileLocked = settled;
+    await holder.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
+    const report = await run;
+
+    expect(settledWhileLocked).toBe(false);
+    expect(whileLocked).toEqual(['apps_registry_application']);
+    expect(report.applied).toHaveLength(4);
+  });
+
+  it("refuses to run without the App API's applications table, and creates nothing", async () => {
+    const schema = await freshSchema({ withApps: false });
+
+    const error = await caught(migrate(schema));
+
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(error.message).toBe(
+      "the App API's table apps_registry_application is missing: run the App API's migrations first",
+    );
+    expect(await tablesOf(schema)).toEqual([]);
+  });
+
+  it('refuses a migration file changed after it was applied, naming it, and applies nothing', async () => {
+    const schema = await freshSchema();
+    const directory = await copyOfMigrations();
+    await migrate(schema, { directory });
+    await appendFile(join(directory, '0002_reviews.sql'), '\nCREATE INDEX reviews_score_idx ON reviews (score);\n');
+    await writeFile(join(directory, '0005_later.sql'), 'CREATE TABLE later (id INTEGER);');
+
+    const error = await caught(migrate(schema, { directory }));
+
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(error.message).toMatch(/^0002_reviews\.sql was changed after it was applied/);
+    expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2, 3, 4]);
+    expect(await tablesOf(schema)).not.toContain('later');
+    const status = await schemaStatus(schema.pool, { directory });
+    expect(status.mismatches).toEqual([
+      expect.objectContaining({ version: 2, fileName: '0002_reviews.sql', field: 'checksum' }),
+    ]);
+    expect(status.upToDate).toBe(false);
+  });
+
+  it('refuses a migration file renamed after it was applied, naming it', async () => {
+    const schema = await freshSchema();
+    const directory = await copyOfMigrations();
+    await migrate(schema, { directory });
+    await rename(join(directory, '0003_network_metrics.sql'), join(directory, '0003_network_captures.sql'));
+
+    await expect(migrate(schema, { directory })).rejects.toThrow(
+      '0003_network_captures.sql was renamed after it was applied (applied as "network_metrics")',
+    );
+  });
+
+  it('accepts, with a warning, a version the database has and the code does not know', async () => {
+    const schema = await freshSchema();
+    await migrate(schema);
+    await schema.pool.query(
+      `INSERT INTO storage_consumer_migrations (version, name, checksum) VALUES (5, 'from_a_newer_release', 'abc')`,
+    );
+    const logger = recordingLogger();
+
+    const report = await migrate(schema, { logger });
+
+    expect(report).toEqual({ applied: [], alreadyApplied: 4, unknownApplied: [5] });
+    expect(logger.lines).toContainEqual({
+      level: 'warn',
+      message: 'the database has migrations newer than this code knows; accepting them',
+      extra: { unknown_versions: [5] },
+    });
+  });
+
+  it('rolls back a failing file alone: earlier files stay applied, later ones wait', async () => {
+    const schema = await freshSchema();
+    const directory = await copyOfMigrations();
+    const realThird = await readFile(join(directory, '0003_network_metrics.sql'));
+    await rm(join(directory, '0003_network_metrics.sql'));
+    await writeFile(
+      join(directory, '0003_broken.sql'),
+      'CREATE TABLE half_done (id INTEGER);\nSELECT * FROM no_such_table;\n',
+    );
+
+    const error = await caught(migrate(schema, { directory }));
+
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(error.message).toBe(
+      'migration 0003_broken.sql failed: relation "no_such_table" does not exist (SQLSTATE 42P01, line 2)',
+    );
+    expect(error.cause).toBeInstanceOf(pg.DatabaseError);
+    expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2]);
+    expect(await tablesOf(schema)).toEqual(
+      ['app_stats', 'apps_registry_application', 'reviews', 'storage_consumer_migrations'].sort(),
+    );
+
+    // Fixed, the same directory applies the rest.
+    await rm(join(directory, '0003_broken.sql'));
+    await writeFile(join(directory, '0003_network_metrics.sql'), realThird);
+    const report = await migrate(schema, { directory });
+
+    expect(report.applied.map((migration) => migration.version)).toEqual([3, 4]);
+    expect(report.alreadyApplied).toBe(2);
+  });
+
+  it('logs each applied file', async () => {
+    const schema = await freshSchema();
+    const logger = recordingLogger();
+
+    await migrate(schema, { logger });
+
+    expect(logger.lines.filter((line) => line.message === 'applied migration').map((line) => line.extra)).toEqual(
+      ['0001_app_stats.sql', '0002_reviews.sql', '0003_network_metrics.sql', '0004_dead_letter_events.sql'].map(
+        (file, index) => ({ version: index + 1, file, duration_ms: expect.any(Number) }),
+      ),
+    );
+  });
+});
+
+describe('schemaStatus', () => {
+  it('reports every version pending on an empty schema and creates nothing', async () => {
+    const schema = await freshSchema();
+
+    const status = await schemaStatus(schema.pool);
+
+    expect(status).toEqual({ applied: [], pending: [1, 2, 3, 4], mismatches: [], unknownApplied: [], upToDate: false });
+    expect(await tablesOf(schema)).toEqual(['apps_registry_application']);
+  });
+
+  it('reports an up-to-date schema after a run', async () => {
+    const schema = await freshSchema();
+    await migrate(schema);
+
+    const status = await schemaStatus(schema.pool);
+
+    expect(status).toMatchObject({ pending: [], mismatches: [], unknownApplied: [], upToDate: true });
+    expect(status.applied.map((row) => [row.version, row.name])).toEqual([
+      [1, 'app_stats'],
+      [2, 'reviews'],
+      [3, 'network_metrics'],
+      [4, 'dead_letter_events'],
+    ]);
+    expect(status.applied[0]?.appliedAt).toBeInstanceOf(Date);
+  });
+});
