@@ -171,6 +171,12 @@ export async function processBatch(
         attempts += 1;
         const client = await pool.connect();
         let broken: unknown;
+        // A checked-out client that loses its connection emits 'error'; unhandled, that would
+        // crash the process. The failing query rejects as well, which is what we act on.
+        const onConnectionError = (error: Error) => {
+          broken ??= error;
+        };
+        client.on('error', onConnectionError);
         try {
           try {
             return await writeBatch(client, runtime, definition, messages, rejections, false);
@@ -188,6 +194,7 @@ export async function processBatch(
           broken = error;
           throw error;
         } finally {
+          client.off('error', onConnectionError);
           // A connection that failed transiently is destroyed, never reused.
           client.release(broken !== undefined && isTransientError(broken) ? (broken as Error) : undefined);
         }

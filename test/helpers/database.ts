@@ -74,3 +74,15 @@ export async function createAppsStandIn(
     );
   }
 }
+
+/** A schema with the App API stand-in, the given apps, and every migration applied. */
+export async function createMigratedSchema(
+  apps: ReadonlyArray<{ id: number; package_name: string; is_active?: boolean }> = [],
+  prefix = 't',
+): Promise<TestSchema> {
+  const { runMigrations } = await import('../../shared/migrations/run.js');
+  const schema = await createTestSchema(prefix);
+  await createAppsStandIn(schema.pool, apps);
+  await runMigrations({ connection: { connectionString: schema.url }, logger: { info: () => undefined, warn: () => undefined } });
+  return schema;
+}
