@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { createDecoder } from './decode.js';
+import {
+  currency,
+  finiteNumber,
+  histogram,
+  integer,
+  optional,
+  packageName,
+  price,
+  text,
+  timestamp,
+} from './primitives.js';
+import type { AppStatsMessage, Decoder } from './types.js';
+
+const count = optional(integer('bigint', { min: 0 }));
+
+/** Contract v1 of the `app-stats` topic (SPEC section 5); `version` is stored as `app_version`. */
+export const appStatsSchema = z.object({
+  package_name: packageName,
+  crawled_at: timestamp,
+  score: optional(finiteNumber({ min: 0, max: 5 })),
+  ratings_count: count,
+  reviews_count: count,
+  min_installs: count,
+  real_installs: count,
+  histogram: optional(histogram),
+  price: optional(price),
+  currency: optional(currency),
+  version: optional(text({ max: 64 })),
+  app_updated_at: optional(timestamp),
+});
+
+/** Decodes one `app-stats` record value; never throws. */
+export const decodeAppStats: Decoder<AppStatsMessage> = createDecoder(appStatsSchema);

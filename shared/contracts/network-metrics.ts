@@ -1,0 +1,28 @@
+import { z } from 'zod';
+import { createDecoder } from './decode.js';
+import { finiteNumber, integer, optional, packageName, protocols, text, timestamp, uuid } from './primitives.js';
+import type { Decoder, NetworkMetricsMessage } from './types.js';
+
+const bigCount = integer('bigint', { min: 0 });
+const count = optional(integer('integer', { min: 0 }));
+
+/** Contract v1 of the `network-metrics` topic (SPEC section 5). */
+export const networkMetricsSchema = z.object({
+  analysis_id: uuid,
+  package_name: packageName,
+  captured_at: timestamp,
+  duration_ms: integer('integer', { min: 0 }),
+  packet_count: bigCount,
+  bytes_sent: bigCount,
+  bytes_received: bigCount,
+  tcp_connections: count,
+  dns_queries: count,
+  unique_hosts: count,
+  avg_rtt_ms: optional(finiteNumber({ min: 0 })),
+  retransmission_rate: optional(finiteNumber({ min: 0, max: 1 })),
+  protocols: optional(protocols),
+  analyzer_version: optional(text({ max: 64 })),
+});
+
+/** Decodes one `network-metrics` record value; never throws. */
+export const decodeNetworkMetrics: Decoder<NetworkMetricsMessage> = createDecoder(networkMetricsSchema);

@@ -1,0 +1,25 @@
+import { z } from 'zod';
+import { createDecoder } from './decode.js';
+import { integer, optional, packageName, text, timestamp } from './primitives.js';
+import type { Decoder, ReviewMessage } from './types.js';
+
+const version = optional(text({ max: 64 }));
+
+/** Contract v1 of the `reviews` topic (SPEC section 5). */
+export const reviewSchema = z.object({
+  review_id: text({ min: 1, max: 255 }),
+  package_name: packageName,
+  user_name: optional(text({ max: 255 })),
+  content: optional(text()),
+  score: integer('smallint', { min: 1, max: 5 }),
+  thumbs_up_count: integer('integer', { min: 0 }),
+  review_created_version: version,
+  app_version: version,
+  reviewed_at: timestamp,
+  reply_content: optional(text()),
+  replied_at: optional(timestamp),
+  last_synced_at: timestamp,
+});
+
+/** Decodes one `reviews` record value; never throws. */
+export const decodeReview: Decoder<ReviewMessage> = createDecoder(reviewSchema);
