@@ -1,0 +1,106 @@
+import pg from 'pg';
+import type { QueryResult, QueryResultRow } from 'pg';
+import type { Queryable } from '../../shared/queryable.js';
+
+/** One query a fake connection received, with the connection's number. */
+export interface RecordedQuery {
+  readonly client: number;
+  readonly text: string;
+  readonly values: readonly unknown[] | undefined;
+}
+
+/**
+ * Answers one query: rows to return, or throws to fail it. `undefined` means "no rows"
+ * (what BEGIN, COMMIT and SAVEPOINT return).
+ */
+export type Responder = (query: RecordedQuery) => QueryResultRow[] | undefined | Promise<QueryResultRow[] | undefined>;
+
+/** A `QueryResult` as node-postgres returns it, for `rows`. */
+export function queryResult<R extends QueryResultRow>(rows: R[], command = 'SELECT'): QueryResult<R> {
+  return { command, rowCount: rows.length, oid: 0, fields: [], rows };
+}
+
+/** A real `pg.DatabaseError`, as node-postgres builds it from a server ErrorResponse. */
+export function databaseError(code: string, message = `server refused with SQLSTATE ${code}`): pg.DatabaseError {
+  const error = new pg.DatabaseError(message, message.length, 'error');
+  error.code = code;
+  error.severity = 'ERROR';
+  return error;
+}
+
+/** A Node system error as `net` raises it when PostgreSQL cannot be reached. */
+export function connectionRefused(): NodeJS.ErrnoException {
+  return Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), {
+    code: 'ECONNREFUSED',
+    errno: -111,
+    syscall: 'connect',
+  });
+}
+
+/** A `Queryable` that records every query and answers through `respond`. */
+export class FakeQueryable implements Queryable {
+  readonly queries: RecordedQuery[] = [];
+
+  constructor(
+    private readonly respond: Responder = () => undefined,
+    readonly id = 1,
+    private readonly log: RecordedQuery[] = [],
+  ) {}
+
+  async query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>> {
+    const recorded: RecordedQuery = { client: this.id, text, values };
+    this.queries.push(recorded);
+    this.log.push(recorded);
+    const rows = (await this.respond(recorded)) ?? [];
+    return queryResult(rows as R[], text.split(/\s/, 1)[0]?.toUpperCase());
+  }
+}
+
+/** A pool client that also records how it was released. */
+export class FakeClient extends FakeQueryable {
+  /** `undefined` until released; then the error it was released with, or `null` for none. */
+  releasedWith: Error | null | undefined = undefined;
+
+  release(error?: Error | boolean): void {
+    if (this.releasedWith !== undefined) throw new Error(`client ${this.id} released twice`);
+    this.releasedWith = error instanceof Error ? error : null;
+  }
+}
+
+/**
+ * A pool handing out a NEW `FakeClient` per `connect()`, numbered from 1; every query of every
+ * client lands in one ordered `log`. `connectFailures` are thrown by the first checkouts, in turn.
+ */
+export class FakePool {
+  readonly clients: FakeClient[] = [];
+  readonly log: RecordedQuery[] = [];
+  private readonly connectFailures: unknown[];
+
+  constructor(
+    private readonly respond: Responder = () => undefined,
+    options: { connectFailures?: unknown[] } = {},
+  ) {
+    this.connectFailures = [...(options.connectFailures ?? [])];
+  }
+
+  async connect(): Promise<FakeClient> {
+    const failure = this.connectFailures.shift();
+    if (failure !== undefined) throw failure;
+    const client = new FakeClient(this.respond, this.clients.length + 1, this.log);
+    this.clients.push(client);
+    return client;
+  }
+
+  /** The pool as the pipeline's type sees it. */
+  asPool(): pg.Pool {
+    return this as unknown as pg.Pool;
+  }
+}
+
+/** The statement a recorded query is, for order assertions: `BEGIN`, `INSERT INTO reviews`, ... */
+export function statementOf(query: Pick<RecordedQuery, 'text'>): string {
+  const insert = /^INSERT INTO (\S+)/.exec(query.text);
+  if (insert) return `INSERT INTO ${insert[1]}`;
+  if (query.text.startsWith('SELECT') && query.text.includes('apps_registry_application')) return 'resolve';
+  return query.text;
+}
