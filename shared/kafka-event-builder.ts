@@ -1,4 +1,4 @@
-import type { KafkaEvent } from './kafka-event.js';
+import type { KafkaEvent, KafkaEventRecord } from './kafka-event.js';
 
 /** A record as a Kafka client hands it over, before it becomes part of a Lambda event. */
 export interface SourceRecord {
@@ -42,7 +42,7 @@ function signedBytes(value: Buffer | string | null): number[] {
  * refused here rather than rounded.
  */
 export function buildKafkaEvent(records: readonly SourceRecord[], options: EventSourceOptions = {}): KafkaEvent {
-  const grouped: Record<string, NonNullable<KafkaEvent['records'][string]>> = {};
+  const grouped: Record<string, KafkaEventRecord[]> = {};
   for (const record of records) {
     const key = `${record.topic}-${record.partition}`;
     const list = (grouped[key] ??= []);

@@ -1,40 +1,95 @@
-import { z } from 'zod';
 import { InvalidEventError } from './errors.js';
 import type { KafkaHeader, KafkaRecord } from './types.js';
 
 /** Event sources the handlers accept: MSK and self-managed Kafka (also what the host sends). */
 export const KAFKA_EVENT_SOURCES = ['aws:kafka', 'SelfManagedKafka'] as const;
 
-// AWS sends header bytes as SIGNED values (-128..127); accept unsigned too.
-const headerByte = z.number().int().min(-128).max(255);
-
-const recordSchema = z.object({
-  topic: z.string().min(1),
-  partition: z.number().int().min(0).max(2_147_483_647),
-  offset: z.number().refine(Number.isSafeInteger, 'must be a safe integer').refine((n) => n >= 0, 'must be >= 0'),
-  timestamp: z.number().refine(Number.isSafeInteger, 'must be a safe integer'),
-  timestampType: z.string(),
-  key: z.string().nullish(),
-  value: z.string().nullish(),
-  headers: z.array(z.record(z.string(), z.array(headerByte))).nullish(),
-});
-
-const eventSchema = z.object({
-  eventSource: z.enum(KAFKA_EVENT_SOURCES),
-  records: z.record(z.string(), z.array(recordSchema)),
-});
-
 /** The Lambda Kafka event (MSK or self-managed), as far as the pipeline reads it. */
-export type KafkaEvent = z.input<typeof eventSchema> & { readonly eventSourceArn?: string; readonly bootstrapServers?: string };
+export interface KafkaEvent {
+  readonly eventSource: (typeof KAFKA_EVENT_SOURCES)[number];
+  readonly eventSourceArn?: string;
+  readonly bootstrapServers?: string;
+  readonly records: Readonly<Record<string, readonly KafkaEventRecord[]>>;
+}
 
-function toHeaders(headers: ReadonlyArray<Record<string, number[]>> | null | undefined): KafkaHeader[] {
+/** One record of the event as AWS sends it: base64 key and value, headers as byte arrays. */
+export interface KafkaEventRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly timestamp: number;
+  readonly timestampType: string;
+  readonly key?: string | null;
+  readonly value?: string | null;
+  readonly headers?: ReadonlyArray<Readonly<Record<string, readonly number[]>>> | null;
+}
+
+// Hand-written rather than a zod schema: this runs for every record of every batch, and the
+// schema cost more than decoding the message itself.
+function invalid(where: string, problem: string): never {
+  throw new InvalidEventError(`not a Lambda Kafka event: ${where}: ${problem}`);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function optionalString(value: unknown, where: string): string | null {
+  if (value === undefined || value === null) return null;
+  return typeof value === 'string' ? value : invalid(where, 'must be a base64 string');
+}
+
+function toHeaders(headers: unknown, where: string): KafkaHeader[] {
+  if (headers === undefined || headers === null) return [];
+  if (!Array.isArray(headers)) invalid(where, 'must be an array');
   const result: KafkaHeader[] = [];
-  for (const header of headers ?? []) {
+  for (const header of headers) {
+    if (!isObject(header)) invalid(where, 'each header must be an object');
     for (const [name, bytes] of Object.entries(header)) {
-      result.push({ name, value: Buffer.from(bytes.map((byte) => byte & 0xff)) });
+      if (!Array.isArray(bytes)) invalid(`${where}.${name}`, 'must be an array of bytes');
+      const value = Buffer.allocUnsafe(bytes.length);
+      for (let i = 0; i < bytes.length; i += 1) {
+        const byte: unknown = bytes[i];
+        // AWS sends header bytes as SIGNED values (-128..127); accept unsigned too.
+        if (typeof byte !== 'number' || !Number.isInteger(byte) || byte < -128 || byte > 255) {
+          invalid(`${where}.${name}`, 'must hold bytes (-128..255)');
+        }
+        value[i] = byte & 0xff;
+      }
+      result.push({ name, value });
     }
   }
   return result;
+}
+
+function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecord {
+  const where = `records.${partitionKey}.${index}`;
+  if (!isObject(raw)) invalid(where, 'must be an object');
+  const { topic, partition, offset, timestamp, timestampType } = raw;
+  if (typeof topic !== 'string' || topic.length === 0) invalid(`${where}.topic`, 'must be a non-empty string');
+  if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0 || partition > 2_147_483_647) {
+    invalid(`${where}.partition`, 'must be an integer >= 0');
+  }
+  if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0) {
+    invalid(`${where}.offset`, 'must be a safe integer >= 0');
+  }
+  if (typeof timestamp !== 'number' || !Number.isSafeInteger(timestamp)) invalid(`${where}.timestamp`, 'must be a safe integer');
+  if (typeof timestampType !== 'string') invalid(`${where}.timestampType`, 'must be a string');
+  if (`${topic}-${partition}` !== partitionKey) {
+    throw new InvalidEventError(`record ${topic}-${partition}@${offset} is listed under "${partitionKey}"`);
+  }
+  const key = optionalString(raw.key, `${where}.key`);
+  const value = optionalString(raw.value, `${where}.value`);
+  return {
+    topic,
+    partition,
+    offset,
+    timestamp,
+    timestampType,
+    key: key === null ? null : Buffer.from(key, 'base64'),
+    value: value === null ? null : Buffer.from(value, 'base64'),
+    headers: toHeaders(raw.headers, `${where}.headers`),
+  };
 }
 
 /**
@@ -43,32 +98,15 @@ function toHeaders(headers: ReadonlyArray<Record<string, number[]>> | null | und
  * numbers that were checked to be safe integers, so nothing here can round them.
  */
 export function parseKafkaEvent(event: unknown): KafkaRecord[] {
-  const parsed = eventSchema.safeParse(event);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new InvalidEventError(
-      `not a Lambda Kafka event: ${issue ? `${issue.path.join('.') || '(root)'}: ${issue.message}` : 'unknown problem'}`,
-    );
+  if (!isObject(event)) invalid('(root)', 'must be an object');
+  if (!(KAFKA_EVENT_SOURCES as readonly unknown[]).includes(event.eventSource)) {
+    invalid('eventSource', `must be one of ${KAFKA_EVENT_SOURCES.join(', ')}`);
   }
+  if (!isObject(event.records)) invalid('records', 'must be an object keyed "<topic>-<partition>"');
   const records: KafkaRecord[] = [];
-  for (const [partitionKey, batch] of Object.entries(parsed.data.records)) {
-    for (const record of batch) {
-      if (`${record.topic}-${record.partition}` !== partitionKey) {
-        throw new InvalidEventError(
-          `record ${record.topic}-${record.partition}@${record.offset} is listed under "${partitionKey}"`,
-        );
-      }
-      records.push({
-        topic: record.topic,
-        partition: record.partition,
-        offset: record.offset,
-        timestamp: record.timestamp,
-        timestampType: record.timestampType,
-        key: record.key === undefined || record.key === null ? null : Buffer.from(record.key, 'base64'),
-        value: record.value === undefined || record.value === null ? null : Buffer.from(record.value, 'base64'),
-        headers: toHeaders(record.headers),
-      });
-    }
+  for (const [partitionKey, batch] of Object.entries(event.records)) {
+    if (!Array.isArray(batch)) invalid(`records.${partitionKey}`, 'must be an array');
+    for (let index = 0; index < batch.length; index += 1) records.push(toRecord(batch[index], partitionKey, index));
   }
   return records;
 }

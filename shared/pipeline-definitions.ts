@@ -109,7 +109,12 @@ const reviews: PipelineDefinition<ReviewMessage> = {
     ],
     conflictColumns: ['review_id'],
     // Never review_id / application_id (identity), first_seen_at or sentiment (not ours).
-    update: { columns: REVIEW_UPDATED_COLUMNS, where: 'EXCLUDED.last_synced_at > reviews.last_synced_at' },
+    update: {
+      columns: REVIEW_UPDATED_COLUMNS,
+      where: 'EXCLUDED.last_synced_at > reviews.last_synced_at',
+      keepWhere:
+        "input.last_synced_at > COALESCE((SELECT stored.last_synced_at FROM reviews AS stored WHERE stored.review_id = input.review_id), '-infinity')",
+    },
   },
   naturalKey: (row) => row.message.review_id,
   // UtcTimestamp strings compare as instants; on a tie the first in the event stays, like the guard.

@@ -21,8 +21,16 @@ export interface TableDescription<R> {
   readonly columns: readonly ColumnDescription<R>[];
   /** The natural key's columns (the UNIQUE constraint `ON CONFLICT` targets). */
   readonly conflictColumns: readonly string[];
-  /** `undefined`: DO NOTHING. Otherwise the columns an update writes, and its guard. */
-  readonly update?: { readonly columns: readonly string[]; readonly where: string };
+  /**
+   * `undefined`: DO NOTHING. Otherwise the columns an update writes, its guard, and the same
+   * guard as a read-only pre-check over `input` (`keepWhere`): `ON CONFLICT DO UPDATE` locks
+   * every conflicting row even when its guard then refuses the update, which turns a replayed
+   * batch into 500 row locks (and their WAL); rows the pre-check already knows to be stale are
+   * filtered out before the insert. The guard still decides under concurrency. Write the
+   * pre-check as a scalar subquery: PostgreSQL runs it as one index probe per input row,
+   * where an EXISTS would be planned as a join over the whole table.
+   */
+  readonly update?: { readonly columns: readonly string[]; readonly where: string; readonly keepWhere?: string };
 }
 
 const statements = new WeakMap<TableDescription<never>, string>();
@@ -45,6 +53,7 @@ export function upsertStatement<R>(table: TableDescription<R>): string {
   const sql =
     `INSERT INTO ${table.name} (${names.join(', ')}) ` +
     `SELECT ${selected.join(', ')} FROM unnest(${parameters.join(', ')}) AS input(${names.join(', ')}) ` +
+    (table.update?.keepWhere ? `WHERE ${table.update.keepWhere} ` : '') +
     `ON CONFLICT (${table.conflictColumns.join(', ')}) ${conflict} RETURNING (xmax = 0) AS inserted`;
   statements.set(table as TableDescription<never>, sql);
   return sql;

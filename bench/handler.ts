@@ -1,0 +1,209 @@
+/**
+ * `npm run bench:handler`: the reviews handler against PostgreSQL's physical baseline.
+ *
+ * Synthetic Lambda events (reviews, 500 records each, realistic field sizes) go through the
+ * real middy handler into a fresh database; in the same run the identical rows are COPYed
+ * into an identical table (same columns, defaults, CHECKs, indexes and foreign key) in the
+ * same 500-row transactions. Three figures: fresh inserts, a full redelivery (every row
+ * skipped by the guard) and COPY; medians over rounds; ratios against COPY. The last line is
+ * one JSON object for tooling.
+ *
+ * Flags: --records N (default 200000), --rounds N (default 3), --batch N (default 500).
+ */
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { pipeline as streamPipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { Logger } from '@aws-lambda-powertools/logger';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { runMigrations } from '../shared/migrations/run.js';
+import { createPipelineHandler } from '../shared/lambda-handler.js';
+import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
+import type { KafkaEvent } from '../shared/kafka-event.js';
+import { decodeReview } from '../shared/contracts/reviews.js';
+import type { ReviewMessage } from '../shared/contracts/types.js';
+import { loadSettings } from '../shared/settings.js';
+import { readFile } from 'node:fs/promises';
+import { median, serverUrl, withDatabase } from './support.js';
+
+const { values: flags } = parseArgs({
+  options: {
+    records: { type: 'string', default: '200000' },
+    rounds: { type: 'string', default: '3' },
+    batch: { type: 'string', default: '500' },
+  },
+});
+const RECORDS = Number(flags.records);
+const ROUNDS = Number(flags.rounds);
+const BATCH = Number(flags.batch);
+const APPS = 50;
+
+const WORDS = 'the app works well but crashes when I open the settings page after update forecast widget battery'.split(' ');
+
+function sentence(seed: number, length: number): string {
+  let text = '';
+  for (let i = 0; text.length < length; i += 1) text += `${WORDS[(seed * 7 + i * 13) % WORDS.length]} `;
+  return text.slice(0, length).trim();
+}
+
+/** One realistic review: ~40-char id, short name, 60-400 characters of text, a reply now and then. */
+function syntheticReview(index: number): Record<string, unknown> {
+  const replied = index % 5 === 0;
+  return {
+    review_id: `gp:AOqpTO${index.toString(36).padStart(8, '0')}${randomBytes(12).toString('base64url')}`,
+    package_name: `com.example.app${index % APPS}`,
+    user_name: `User ${index % 9973}`,
+    content: sentence(index, 60 + (index % 340)),
+    score: 1 + (index % 5),
+    thumbs_up_count: index % 1000,
+    review_created_version: '7.4.0',
+    app_version: '7.4.1',
+    reviewed_at: '2026-11-28T19:44:02',
+    reply_content: replied ? sentence(index + 1, 120) : null,
+    replied_at: replied ? '2026-11-29T08:00:00Z' : null,
+    last_synced_at: `2026-11-30T06:${String(Math.floor(index / 60000) % 60).padStart(2, '0')}:11.480113Z`,
+  };
+}
+
+interface Batch {
+  readonly event: KafkaEvent;
+  readonly copyText: string;
+}
+
+/** COPY text-format escaping. */
+function copyValue(value: unknown): string {
+  if (value === null || value === undefined) return '\\N';
+  return String(value).replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+}
+
+const COPY_COLUMNS = [
+  'review_id', 'application_id', 'user_name', 'content', 'score', 'thumbs_up_count', 'review_created_version',
+  'app_version', 'reviewed_at', 'reply_content', 'replied_at', 'last_synced_at', 'source_partition', 'source_offset',
+] as const;
+
+function buildBatches(): Batch[] {
+  const batches: Batch[] = [];
+  for (let start = 0; start < RECORDS; start += BATCH) {
+    const count = Math.min(BATCH, RECORDS - start);
+    const partition = (start / BATCH) % 3;
+    const records = [];
+    const lines: string[] = [];
+    for (let i = 0; i < count; i += 1) {
+      const index = start + i;
+      const value = Buffer.from(JSON.stringify(syntheticReview(index)));
+      records.push({ topic: 'reviews', partition, offset: index, timestamp: Date.now(), key: null, value });
+      // The baseline stores exactly what the decoder produced (same normalised values).
+      const decoded = decodeReview(value);
+      if (!decoded.ok) throw new Error(`synthetic review ${index} does not decode: ${decoded.rejection.detail}`);
+      const message: ReviewMessage = decoded.message;
+      const applicationId = 1 + (index % APPS);
+      const row = [
+        message.review_id, applicationId, message.user_name, message.content, message.score, message.thumbs_up_count,
+        message.review_created_version, message.app_version, message.reviewed_at, message.reply_content,
+        message.replied_at, message.last_synced_at, partition, index,
+      ];
+      lines.push(row.map(copyValue).join('\t'));
+    }
+    batches.push({ event: buildKafkaEvent(records), copyText: `${lines.join('\n')}\n` });
+  }
+  return batches;
+}
+
+async function timed(work: () => Promise<void>): Promise<number> {
+  const started = performance.now();
+  await work();
+  return (performance.now() - started) / 1000;
+}
+
+async function main(): Promise<void> {
+  console.log(`bench:handler: ${RECORDS} reviews in batches of ${BATCH}, ${ROUNDS} rounds, against ${serverUrl().replace(/\/\/[^@]*@/, '//')}`);
+  const batches = buildBatches();
+  await withDatabase('sc_bench_handler', async (url) => {
+    const admin = new pg.Pool({ connectionString: url, max: 2 });
+    await admin.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
+    await admin.query(
+      `INSERT INTO apps_registry_application (id, package_name, is_active)
+       SELECT i, 'com.example.app' || (i - 1), true FROM generate_series(1, ${APPS}) AS i`,
+    );
+    await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
+    // The physical baseline: an identical table, same defaults, CHECKs, indexes and foreign key.
+    await admin.query(`CREATE TABLE reviews_copy_baseline (LIKE reviews INCLUDING ALL);
+      ALTER TABLE reviews_copy_baseline ADD FOREIGN KEY (application_id) REFERENCES apps_registry_application (id)`);
+
+    const settings = loadSettings({ DATABASE_URL: url });
+    const handler = createPipelineHandler('reviews', {
+      settings,
+      logger: new Logger({ serviceName: 'storage-consumer-bench', logLevel: 'WARN' }),
+    });
+    const context = {
+      callbackWaitsForEmptyEventLoop: false, functionName: 'bench', functionVersion: '1', invokedFunctionArn: 'arn:bench',
+      memoryLimitInMB: '1024', awsRequestId: 'bench', logGroupName: 'bench', logStreamName: 'bench',
+      getRemainingTimeInMillis: () => 900_000, done: () => undefined, fail: () => undefined, succeed: () => undefined,
+    };
+    const copyClient = await admin.connect();
+
+    const copyAll = async () => {
+      for (const batch of batches) {
+        await copyClient.query('BEGIN');
+        await streamPipeline(Readable.from([batch.copyText]), copyClient.query(copyFrom(`COPY reviews_copy_baseline (${COPY_COLUMNS.join(', ')}) FROM STDIN`)));
+        await copyClient.query('COMMIT');
+      }
+    };
+    const handleAll = async (expect: 'inserted' | 'skipped') => {
+      let rows = 0;
+      for (const batch of batches) {
+        const response = await handler(batch.event, context);
+        if (response.batchItemFailures.length > 0) throw new Error('a benchmark batch failed');
+        rows += Object.values(batch.event.records).reduce((sum, list) => sum + list.length, 0);
+      }
+      const [counted] = (await admin.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows;
+      if (Number(counted?.n) !== RECORDS) throw new Error(`expected ${RECORDS} rows after the ${expect} pass, found ${counted?.n}`);
+      return rows;
+    };
+
+    const copyRates: number[] = [];
+    const freshRates: number[] = [];
+    const redeliveryRates: number[] = [];
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      await admin.query('TRUNCATE reviews, reviews_copy_baseline; CHECKPOINT');
+      // Alternate which goes first, so neither always meets a warmer cache.
+      const copyFirst = round % 2 === 1;
+      if (copyFirst) copyRates.push(RECORDS / (await timed(copyAll)));
+      await admin.query('CHECKPOINT');
+      freshRates.push(RECORDS / (await timed(async () => void (await handleAll('inserted')))));
+      await admin.query('CHECKPOINT');
+      redeliveryRates.push(RECORDS / (await timed(async () => void (await handleAll('skipped')))));
+      if (!copyFirst) {
+        await admin.query('CHECKPOINT');
+        copyRates.push(RECORDS / (await timed(copyAll)));
+      }
+      console.log(
+        `round ${round}: copy ${copyRates.at(-1)?.toFixed(0)} rows/s, fresh ${freshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${redeliveryRates.at(-1)?.toFixed(0)} rows/s`,
+      );
+    }
+    copyClient.release();
+    await handler.close();
+    await admin.end();
+
+    const copy = median(copyRates);
+    const fresh = median(freshRates);
+    const redelivery = median(redeliveryRates);
+    const figures = {
+      records: RECORDS,
+      batch_size: BATCH,
+      rounds: ROUNDS,
+      copy_rows_per_s: Math.round(copy),
+      fresh_rows_per_s: Math.round(fresh),
+      redelivery_rows_per_s: Math.round(redelivery),
+      fresh_ratio: Number((fresh / copy).toFixed(3)),
+      redelivery_ratio: Number((redelivery / copy).toFixed(3)),
+    };
+    console.log(`median copy:        ${figures.copy_rows_per_s} rows/s`);
+    console.log(`median fresh:       ${figures.fresh_rows_per_s} rows/s (${figures.fresh_ratio} x COPY; target >= 0.7)`);
+    console.log(`median redelivery:  ${figures.redelivery_rows_per_s} rows/s (${figures.redelivery_ratio} x COPY; target >= 1.5)`);
+    console.log(JSON.stringify(figures));
+  });
+}
+
+await main();
