@@ -14,7 +14,8 @@ export interface DeadLetter {
   readonly rejection: Rejection;
 }
 
-interface DeadLetterRow {
+/** A dead letter as `dead_letter_events` stores it (truncation and hash applied). */
+export interface DeadLetterRow {
   readonly pipeline: string;
   readonly record: KafkaRecord;
   readonly reason: string;
@@ -47,7 +48,11 @@ export function headersToJson(headers: readonly KafkaHeader[]): string {
   );
 }
 
-function toRow(letter: DeadLetter): DeadLetterRow {
+/**
+ * Builds the stored row: the payload cut to 64 KiB (stated in `detail`) unless the message is
+ * a valid one waiting for its app, the original size, and the sha256 of the full value.
+ */
+export function deadLetterRow(letter: DeadLetter): DeadLetterRow {
   const value = letter.record.value;
   const size = value?.length ?? 0;
   // A valid message waiting for its app is kept whole so it can be re-driven.
@@ -101,6 +106,6 @@ export const deadLetterTable: TableDescription<DeadLetterRow> = {
  */
 export async function insertDeadLetters(client: Queryable, letters: readonly DeadLetter[]): Promise<number> {
   if (letters.length === 0) return 0;
-  const outcome = await upsertRows(client, deadLetterTable, letters.map(toRow));
+  const outcome = await upsertRows(client, deadLetterTable, letters.map(deadLetterRow));
   return outcome.inserted;
 }
