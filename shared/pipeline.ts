@@ -11,6 +11,7 @@ import type { AnyPipelineDefinition, BoundRow, PipelineDefinition } from './pipe
 import type { ApplicationResolver } from './resolver.js';
 import { withTransientRetry } from './retry.js';
 import type { Settings } from './settings.js';
+import type { Queryable } from './queryable.js';
 import type { KafkaRecord, WriteOutcome } from './types.js';
 import { upsertRows, upsertRowsIsolating } from './upsert.js';
 import { logRejections } from './rejection-log.js';
@@ -51,6 +52,16 @@ export interface Invocation {
   readonly onWait?: () => void;
 }
 
+/** What a caller may add to a batch (the dead-letter re-drive marks its letters here). */
+export interface BatchOptions {
+  /**
+   * Runs inside the batch's transaction after the dead letters and rows were written and
+   * before COMMIT, with every dead letter of this attempt (new or already stored); a throw
+   * rolls the whole batch back. Runs again on each retried attempt.
+   */
+  readonly beforeCommit?: (client: Queryable, letters: readonly DeadLetter[]) => Promise<void>;
+}
+
 type Decoded<M> = { readonly record: KafkaRecord; readonly message: M };
 
 interface Written extends WriteOutcome {
@@ -70,6 +81,7 @@ async function writeBatch<M extends { readonly package_name: string }>(
   messages: readonly Decoded<M>[],
   decodeRejections: readonly DeadLetter[],
   isolating: boolean,
+  beforeCommit: BatchOptions['beforeCommit'],
 ): Promise<Written> {
   const applications = await runtime.resolver.resolve(
     client,
@@ -105,6 +117,7 @@ async function writeBatch<M extends { readonly package_name: string }>(
       await insertDeadLetters(client, refused);
       letters.push(...refused);
     }
+    await beforeCommit?.(client, letters);
     await client.query('COMMIT');
     return { ...outcome, deduplicated: dropped, letters };
   } catch (error) {
@@ -131,14 +144,15 @@ function decodeAll<M extends { readonly package_name: string }>(
 /**
  * The batch, step by step (SPEC section 3): parse the event, decode every record, then, in ONE
  * transaction retried on transient errors, resolve the apps, dedupe, write dead letters and
- * upsert the rows; only after COMMIT report success. Returns the handler's response and the
- * batch report. Throws on fatal errors, and on an exhausted retry budget unless the pipeline
- * answers failures in the `report` form.
+ * upsert the rows (plus `options.beforeCommit`, if given); only after COMMIT report success.
+ * Returns the handler's response and the batch report. Throws on fatal errors, and on an
+ * exhausted retry budget unless the pipeline answers failures in the `report` form.
  */
 export async function processBatch(
   event: unknown,
   runtime: PipelineRuntime,
   invocation: Invocation,
+  options: BatchOptions = {},
 ): Promise<{ response: BatchResponse; report: BatchReport }> {
   const started = performance.now();
   // The three definitions differ only in their message type, which the flow never looks into.
@@ -179,7 +193,7 @@ export async function processBatch(
         client.on('error', onConnectionError);
         try {
           try {
-            return await writeBatch(client, runtime, definition, messages, rejections, false);
+            return await writeBatch(client, runtime, definition, messages, rejections, false, options.beforeCommit);
           } catch (error) {
             if (!isRefusedDataError(error)) throw error;
             // 23503 after resolve: an app was hard-deleted; let the next batch re-resolve.
@@ -188,7 +202,7 @@ export async function processBatch(
               pipeline: definition.name,
               sqlstate: error.code,
             });
-            return await writeBatch(client, runtime, definition, messages, rejections, true);
+            return await writeBatch(client, runtime, definition, messages, rejections, true, options.beforeCommit);
           }
         } catch (error) {
           broken = error;
