@@ -139,11 +139,20 @@ export function integer(column: IntegerColumn, bounds: Bounds = {}) {
   const min = Math.max(bounds.min ?? COLUMN_RANGES[column].min, COLUMN_RANGES[column].min);
   const max = Math.min(bounds.max ?? COLUMN_RANGES[column].max, COLUMN_RANGES[column].max);
   const rule = `must be an integer between ${min} and ${max}`;
-  return z.number(ruleOrRequired(rule)).refine((value) => isIntegerWithin(value, min, max), { error: rule });
+  return z
+    .number(ruleOrRequired(rule))
+    .refine((value) => isIntegerWithin(value, min, max), { error: rule })
+    .overwrite(withoutNegativeZero);
+}
+
+/** `-0` (valid JSON) as `0`, so that equal numbers are written alike. */
+function withoutNegativeZero(value: number): number {
+  return value + 0;
 }
 
 function unwrapInexact(value: unknown): unknown {
-  return value instanceof InexactNumber ? value.value : value;
+  if (typeof value === 'number') return withoutNegativeZero(value);
+  return value instanceof InexactNumber ? withoutNegativeZero(value.value) : value;
 }
 
 /** A finite number (DOUBLE PRECISION) within `bounds`. */
@@ -177,7 +186,8 @@ const HISTOGRAM_RULE = 'must be an array of exactly 5 integers >= 0';
 /** The rating histogram: exactly 5 integers >= 0 (BIGINT[]). */
 export const histogram = z
   .array(integer('bigint', { min: 0 }), ruleOrRequired(HISTOGRAM_RULE))
-  .length(5, { error: HISTOGRAM_RULE });
+  // Not `.length(5)`: zod runs that check even after a type error (a string has a length too).
+  .refine((values) => values.length === 5, { error: HISTOGRAM_RULE });
 
 const PROTOCOLS_RULE = 'must be an object of protocol name -> integer >= 0';
 const PROTOCOL_NAME_RULE = 'protocol name must be 1 to 64 characters';
@@ -202,7 +212,7 @@ export const protocols = z
       } else if (!isIntegerWithin(count, 0, Number.MAX_SAFE_INTEGER)) {
         payload.issues.push({ code: 'custom', message: PROTOCOL_COUNT_RULE, input: count, path: [name] });
       } else {
-        Object.defineProperty(output, name, { value: count, enumerable: true, writable: true, configurable: true });
+        Object.defineProperty(output, name, { value: withoutNegativeZero(count), enumerable: true, writable: true, configurable: true });
       }
     }
     return output;
