@@ -1,0 +1,153 @@
+import type { KafkaMessage } from 'kafkajs';
+import { buildKafkaEvent, eventSizeBytes } from '../shared/kafka-event-builder.js';
+import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
+import type { KafkaEvent } from '../shared/kafka-event.js';
+
+/** What kafkajs' `eachBatch` hands over for one partition, as plain data. */
+export interface PolledBatch {
+  readonly topic: string;
+  readonly partition: number;
+  readonly messages: readonly KafkaMessage[];
+  /**
+   * kafkajs' `batch.lastOffset()`: the last offset of the fetch, which can lie past the last
+   * message when trailing control records (transaction markers) were filtered out.
+   */
+  readonly lastOffset: string;
+}
+
+/** One partition of an event, with what the offset decisions need to know about it. */
+export interface EventPartition {
+  readonly topic: string;
+  readonly partition: number;
+  /** `"<topic>-<partition>"`: the key in the event and in `batchItemFailures`. */
+  readonly key: string;
+  /** Offsets of the event's records in this partition, ascending, as decimal strings. */
+  readonly offsets: readonly string[];
+  /** Where consumption continues when every record succeeded: the last offset + 1 (or past trailing control records). */
+  readonly next: string;
+}
+
+/** One Lambda event cut from a polled batch. */
+export interface HostEvent {
+  readonly event: KafkaEvent;
+  readonly partitions: readonly EventPartition[];
+  readonly records: number;
+  /** Exact size of the event as JSON (what the Invoke API would carry). */
+  readonly bytes: number;
+  /** A single record that alone exceeds the byte cap; sent alone rather than stalling the partition. */
+  readonly oversized: boolean;
+}
+
+/** How to cut batches into events. */
+export interface CutOptions {
+  readonly batchSize: number;
+  readonly maxEventBytes: number;
+  readonly source?: EventSourceOptions;
+}
+
+const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
+const base64Length = (bytes: number): number => 4 * Math.ceil(bytes / 3);
+
+// The JSON skeleton of one record as buildKafkaEvent lays it out, without its variable parts.
+const RECORD_SKELETON = Buffer.byteLength('{"topic":,"partition":,"offset":,"timestamp":,"timestampType":,"value":,"headers":[]}');
+const KEY_FIELD = Buffer.byteLength(',"key":');
+const TIMESTAMP_TYPE = 'CREATE_TIME';
+
+/** kafkajs groups repeated header names into arrays; the event lists one entry per value. */
+function headersOf(message: KafkaMessage): NonNullable<SourceRecord['headers']> {
+  const headers: Array<{ name: string; value: Buffer | string | null }> = [];
+  for (const [name, value] of Object.entries(message.headers ?? {})) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.push({ name, value: item });
+  }
+  return headers;
+}
+
+/** Converts a kafkajs message into the source record the shared event builder takes. */
+export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {
+  return {
+    topic,
+    partition,
+    offset: message.offset,
+    timestamp: message.timestamp,
+    timestampType: TIMESTAMP_TYPE,
+    key: message.key,
+    value: message.value,
+    headers: headersOf(message),
+  };
+}
+
+function signedByteDigits(bytes: Buffer): number {
+  let digits = Math.max(0, bytes.length - 1); // the commas
+  for (const byte of bytes) digits += byte < 10 ? 1 : byte < 100 ? 2 : byte < 128 ? 3 : byte > 246 ? 2 : byte > 156 ? 3 : 4;
+  return digits;
+}
+
+/**
+ * The exact JSON size of one record inside an event, computed without serialising it (the
+ * host does this for every record; in-process nothing else serialises the event). A unit test
+ * holds it equal to `eventSizeBytes` of the built event.
+ */
+export function recordJsonBytes(record: SourceRecord): number {
+  let size =
+    RECORD_SKELETON +
+    jsonBytes(record.topic) +
+    String(record.partition).length +
+    String(record.offset).trim().length +
+    String(record.timestamp).trim().length +
+    jsonBytes(record.timestampType ?? TIMESTAMP_TYPE) +
+    (record.value === null ? 4 : 2 + base64Length(record.value.length));
+  if (record.key !== null) size += KEY_FIELD + 2 + base64Length(record.key.length);
+  const headers = record.headers ?? [];
+  size += Math.max(0, headers.length - 1);
+  for (const header of headers) {
+    const value = header.value === null ? Buffer.alloc(0) : Buffer.isBuffer(header.value) ? header.value : Buffer.from(header.value, 'utf8');
+    size += 1 + jsonBytes(header.name) + 2 + signedByteDigits(value) + 2; // {"name":[...]}
+  }
+  return size;
+}
+
+/**
+ * Cuts one polled partition batch into events of at most `batchSize` records and at most
+ * `maxEventBytes` JSON bytes, in offset order (kafkajs hands over one partition at a time, so
+ * each event holds one partition). A record that alone exceeds the byte cap is sent alone in
+ * an event of its own: holding it back would stall the partition for good, and the handler
+ * stores or dead-letters it like any other.
+ */
+export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
+  const { topic, partition, messages } = batch;
+  if (messages.length === 0) return [];
+  const key = `${topic}-${partition}`;
+  // Envelope with an empty records object, plus `"<key>":[]`.
+  const base = eventSizeBytes(buildKafkaEvent([], options.source)) + jsonBytes(key) + 3;
+  const events: HostEvent[] = [];
+  let records: SourceRecord[] = [];
+  let bytes = base;
+  const flush = (isLast: boolean) => {
+    const offsets = records.map((record) => String(record.offset));
+    const lastOffset = BigInt(offsets[offsets.length - 1] as string);
+    const fetchedEnd = BigInt(batch.lastOffset);
+    const next = (isLast && fetchedEnd > lastOffset ? fetchedEnd : lastOffset) + 1n;
+    events.push({
+      event: buildKafkaEvent(records, options.source),
+      partitions: [{ topic, partition, key, offsets, next: next.toString() }],
+      records: records.length,
+      bytes,
+      oversized: bytes > options.maxEventBytes,
+    });
+    records = [];
+    bytes = base;
+  };
+  for (const message of messages) {
+    const record = toSourceRecord(topic, partition, message);
+    const size = recordJsonBytes(record);
+    const added = records.length === 0 ? size : size + 1;
+    if (records.length > 0 && (records.length >= options.batchSize || bytes + added > options.maxEventBytes)) {
+      flush(false);
+      bytes += size;
+    } else bytes += added;
+    records.push(record);
+  }
+  flush(true);
+  return events;
+}

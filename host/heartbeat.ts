@@ -1,0 +1,59 @@
+import { mkdirSync, writeFile } from 'node:fs';
+import { join } from 'node:path';
+import type { CoreLogger } from '../shared/db.js';
+
+/** The heartbeat file of one pipeline: `<dir>/<pipeline>.heartbeat`. */
+export function heartbeatFile(dir: string, pipeline: string): string {
+  return join(dir, `${pipeline}.heartbeat`);
+}
+
+/** Proof of life of one pipeline, written to a file the health check reads. */
+export interface Heartbeat {
+  /** Says the pipeline is alive; writes the file at most once per interval. Never throws. */
+  beat(): void;
+}
+
+/**
+ * A pipeline's heartbeat: `beat()` may be called as often as kafkajs emits consumer events;
+ * the file is rewritten (with the current time) at most once per `intervalMs`. A failing write
+ * is warned about once and otherwise ignored: a full disk must never stop ingestion.
+ */
+export function createHeartbeat(options: {
+  readonly dir: string;
+  readonly pipeline: string;
+  readonly intervalMs: number;
+  readonly logger: CoreLogger;
+  readonly now?: () => number;
+}): Heartbeat {
+  const now = options.now ?? Date.now;
+  const file = heartbeatFile(options.dir, options.pipeline);
+  let last = -Infinity;
+  let warned = false;
+  let writing = false;
+  const warn = (error: unknown) => {
+    if (warned) return;
+    warned = true;
+    options.logger.warn('cannot write the heartbeat file; ingestion goes on, but the health check will fail', {
+      pipeline: options.pipeline,
+      file,
+      error: String(error),
+    });
+  };
+  try {
+    mkdirSync(options.dir, { recursive: true });
+  } catch (error) {
+    warn(error);
+  }
+  return {
+    beat() {
+      const at = now();
+      if (writing || at - last < options.intervalMs) return;
+      last = at;
+      writing = true;
+      writeFile(file, `${new Date(at).toISOString()}\n`, (error) => {
+        writing = false;
+        if (error) warn(error);
+      });
+    },
+  };
+}

@@ -1,0 +1,254 @@
+import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import type { CoreLogger } from '../shared/db.js';
+import type { PipelineSettings } from '../shared/settings.js';
+import type { HostEvent } from './batch.js';
+import { cutBatch } from './batch.js';
+import { PipelineFailedError } from './errors.js';
+import type { Heartbeat } from './heartbeat.js';
+import type { InvocationResult, Invoker } from './invoker.js';
+import type { PartitionOffset } from './offsets.js';
+import { decideOffsets } from './offsets.js';
+import type { HostSettings } from './settings.js';
+
+/** Redelivery back-off never grows beyond this. */
+export const MAX_REDELIVERY_DELAY_MS = 60_000;
+
+/** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
+export const MAX_COMMIT_FAILURES = 5;
+
+/** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
+const MAX_BYTES_PER_PARTITION = 1_048_576;
+const MAX_BYTES = 4 * MAX_BYTES_PER_PARTITION;
+
+/** Time a member has to rejoin beyond the worst batch, for the commit and a poll. */
+const REBALANCE_MARGIN_MS = 10_000;
+
+/** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
+const WAIT_SLICE_MS = 200;
+
+/** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
+export function redeliveryDelayMs(attempt: number, baseMs: number): number {
+  return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), MAX_REDELIVERY_DELAY_MS);
+}
+
+/** One pipeline's kafkajs consumer. */
+export interface PipelineConsumer {
+  /** Connects, subscribes and joins the group; throws when the pipeline cannot start. */
+  start(): Promise<void>;
+  /** Stops polling, lets the in-flight batch finish and commit, leaves the group, disconnects. */
+  stop(): Promise<void>;
+}
+
+/** What a pipeline consumer is built from. */
+export interface PipelineConsumerOptions {
+  readonly pipeline: PipelineSettings;
+  readonly settings: HostSettings;
+  readonly kafka: Kafka;
+  readonly invoker: Invoker;
+  readonly logger: CoreLogger;
+  readonly heartbeat: Heartbeat;
+  /** Told once when the pipeline fails; the supervisor then stops every pipeline. */
+  readonly onFailure: (error: PipelineFailedError) => void;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The host's event source mapping for one pipeline (SPEC section 3, "The host on kafkajs"):
+ * one consumer in the pipeline's group, auto-commit and auto-resolve off; each polled batch is
+ * cut into events, each event invoked, and its offsets resolved and committed only as
+ * `decideOffsets` says. Handler errors never escape `eachBatch`: redelivery is the host's own
+ * (back-off with heartbeats, then a seek to the first uncommitted offset).
+ */
+export function createPipelineConsumer(options: PipelineConsumerOptions): PipelineConsumer {
+  const { pipeline, settings, invoker, logger, heartbeat } = options;
+  const heartbeatIntervalMs = Math.min(3_000, Math.floor(settings.sessionTimeoutMs / 3));
+  const source = { eventSource: 'SelfManagedKafka' as const, bootstrapServers: settings.kafka.brokers.join(',') };
+  const concurrency = settings.invoke.mode === 'lambda' ? 3 : settings.storage.database.poolMax;
+  const failuresInRow = new Map<number, number>();
+  let commitFailuresInRow = 0;
+  let failure: PipelineFailedError | undefined;
+  let stopping = false;
+
+  const consumer: Consumer = options.kafka.consumer({
+    groupId: pipeline.group,
+    sessionTimeout: settings.sessionTimeoutMs,
+    rebalanceTimeout: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS,
+    heartbeatInterval: heartbeatIntervalMs,
+    maxWaitTimeInMs: settings.pollTimeoutMs,
+    maxBytesPerPartition: MAX_BYTES_PER_PARTITION,
+    maxBytes: MAX_BYTES,
+    allowAutoTopicCreation: false,
+    // Only Kafka's own errors reach kafkajs' retry: every handler error is caught in eachBatch.
+    retry: {
+      retries: 5,
+      restartOnFailure: async (error) => {
+        const restart = !stopping && failure === undefined;
+        if (restart) logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
+        return restart;
+      },
+    },
+  });
+
+  const fail = (message: string, cause?: unknown) => {
+    if (failure) return;
+    failure = new PipelineFailedError(pipeline.name, message, { cause });
+    consumer.pause([{ topic: pipeline.topic }]);
+    logger.error('pipeline failed', {
+      pipeline: pipeline.name,
+      error: failure.message,
+      cause: cause instanceof Error ? `${cause.name}: ${cause.message}` : cause === undefined ? undefined : String(cause),
+    });
+    options.onFailure(failure);
+  };
+
+  const alive = () => heartbeat.beat();
+  for (const event of [consumer.events.FETCH_START, consumer.events.FETCH, consumer.events.HEARTBEAT, consumer.events.END_BATCH_PROCESS]) {
+    consumer.on(event, alive);
+  }
+  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    alive();
+    logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
+  });
+  consumer.on(consumer.events.CRASH, ({ payload }) => {
+    if (!payload.restart && !stopping) fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
+  });
+
+  /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
+  const heartbeatGroup = async (payload: EachBatchPayload): Promise<boolean> => {
+    alive();
+    try {
+      await payload.heartbeat();
+      return true;
+    } catch (error) {
+      logger.info('group heartbeat failed (rebalance?); leaving the rest of the batch to its next owner', {
+        pipeline: pipeline.name,
+        error: String(error),
+      });
+      return false;
+    }
+  };
+
+  /** Invokes with the group heartbeated meanwhile: kafkajs has no background heartbeat. */
+  const invoke = async (hostEvent: HostEvent, payload: EachBatchPayload): Promise<InvocationResult> => {
+    const timer = setInterval(() => {
+      alive();
+      payload.heartbeat().catch(() => undefined);
+    }, heartbeatIntervalMs);
+    try {
+      return await invoker.invoke(hostEvent.event, Date.now() + settings.maxPollIntervalMs);
+    } finally {
+      clearInterval(timer);
+    }
+  };
+
+  const commit = async (payload: EachBatchPayload, offsets: readonly PartitionOffset[]) => {
+    for (const { offset } of offsets) payload.resolveOffset((BigInt(offset) - 1n).toString());
+    try {
+      await payload.commitOffsetsIfNecessary({
+        topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
+      });
+      commitFailuresInRow = 0;
+    } catch (error) {
+      commitFailuresInRow += 1;
+      logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
+        pipeline: pipeline.name,
+        offsets,
+        failuresInRow: commitFailuresInRow,
+        error: String(error),
+      });
+      if (commitFailuresInRow >= MAX_COMMIT_FAILURES) fail(`${commitFailuresInRow} offset commits in a row failed`, error);
+    }
+  };
+
+  /** Waits before a redelivery, heartbeating; cut short by a stop, a failure or a rebalance. */
+  const backOff = async (payload: EachBatchPayload, delayMs: number) => {
+    const until = Date.now() + delayMs;
+    while (Date.now() < until && payload.isRunning() && failure === undefined) {
+      await sleep(Math.min(WAIT_SLICE_MS, until - Date.now()));
+      if (!(await heartbeatGroup(payload))) return;
+    }
+  };
+
+  const eachBatch = async (payload: EachBatchPayload): Promise<void> => {
+    const { batch } = payload;
+    const events = cutBatch(
+      { topic: batch.topic, partition: batch.partition, messages: batch.messages, lastOffset: batch.lastOffset() },
+      { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source },
+    );
+    for (const hostEvent of events) {
+      // After a stop request or a seek the rest of the batch is not ours to invoke.
+      if (failure || !payload.isRunning() || payload.isStale()) return;
+      const [first] = hostEvent.partitions;
+      if (hostEvent.oversized) {
+        logger.warn('one record exceeds STORAGE_MAX_EVENT_BYTES on its own; it is sent alone', {
+          pipeline: pipeline.name,
+          partition: first?.key,
+          offset: first?.offsets[0],
+          eventBytes: hostEvent.bytes,
+        });
+      }
+      const result = await invoke(hostEvent, payload);
+      if (result.kind === 'error' && result.fatal) {
+        const error = result.error;
+        fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error);
+        return;
+      }
+      const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
+      if (decision.ignoredFailures > 0) {
+        logger.error('failure report ignored: STORAGE_REPORT_BATCH_ITEM_FAILURES is off, so the batch counts as stored', {
+          pipeline: pipeline.name,
+          reportedFailures: decision.ignoredFailures,
+          partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
+        });
+      }
+      // After a rebalance the partition belongs to someone else: drop the batch, commit nothing.
+      if (payload.isStale()) return;
+      if (decision.commit.length > 0) await commit(payload, decision.commit);
+      if (decision.redeliver.length === 0) {
+        failuresInRow.delete(batch.partition);
+        if (!(await heartbeatGroup(payload))) return;
+        continue;
+      }
+      const attempt = (failuresInRow.get(batch.partition) ?? 0) + 1;
+      failuresInRow.set(batch.partition, attempt);
+      const delayMs = redeliveryDelayMs(attempt, settings.invoke.retryBaseMs);
+      logger[decision.outcome === 'failed' ? 'error' : 'warn']('batch not stored; redelivering it after a back-off', {
+        pipeline: pipeline.name,
+        outcome: decision.outcome,
+        reason: decision.reason,
+        committed: decision.commit,
+        redeliverFrom: decision.redeliver,
+        attempt,
+        delayMs,
+      });
+      await backOff(payload, delayMs);
+      for (const { topic, partition, offset } of decision.redeliver) consumer.seek({ topic, partition, offset });
+      return;
+    }
+  };
+
+  return {
+    async start() {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [pipeline.topic], fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: concurrency,
+        eachBatch: async (payload) => {
+          try {
+            await eachBatch(payload);
+          } catch (error) {
+            // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
+            fail(`unexpected error in the host: ${String(error)}`, error);
+          }
+        },
+      });
+    },
+    async stop() {
+      stopping = true;
+      await consumer.disconnect();
+    },
+  };
+}

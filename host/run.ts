@@ -1,0 +1,41 @@
+import type { CoreLogger } from '../shared/db.js';
+import type { HostOptions } from './supervisor.js';
+import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
+import type { HostSettings } from './settings.js';
+
+export type { HostHandle, HostOptions, HostState } from './supervisor.js';
+export { startHost } from './supervisor.js';
+
+/** Signals that ask the host to stop. */
+export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
+/**
+ * Runs the host until it stops and resolves with the process exit code. The first SIGTERM or
+ * SIGINT stops it gracefully (in-flight batches finish and commit within the shutdown
+ * timeout; exit 0); a second one gives up at once (exit 1). The handlers are installed
+ * explicitly, so this also works as PID 1 in a container, where the kernel would otherwise
+ * ignore SIGTERM.
+ */
+export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {
+  const logger: CoreLogger = options.logger ?? createHostLogger();
+  const host = startHost(settings, { ...options, logger });
+  let giveUp!: (code: number) => void;
+  const gaveUp = new Promise<number>((resolve) => (giveUp = resolve));
+  let received = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    received += 1;
+    if (received === 1) {
+      logger.info('stop signal received; finishing in-flight batches', { signal, shutdownTimeoutMs: settings.shutdownTimeoutMs });
+      void host.stop(signal);
+    } else {
+      logger.error('second stop signal received; exiting now without waiting for in-flight batches', { signal });
+      giveUp(EXIT_FAILED);
+    }
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  try {
+    return await Promise.race([host.done, gaveUp]);
+  } finally {
+    for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+  }
+}

@@ -1,0 +1,207 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable, requireVariable } from '../shared/env.js';
+import type { Environment } from '../shared/env.js';
+import { ConfigurationError } from '../shared/errors.js';
+import { envSuffix } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
+import { loadSettings } from '../shared/settings.js';
+import type { Settings } from '../shared/settings.js';
+
+/** How the host calls a pipeline's handler. */
+export const INVOKE_MODES = ['in-process', 'lambda'] as const;
+export type InvokeMode = (typeof INVOKE_MODES)[number];
+
+/** SASL mechanisms kafkajs speaks that we accept from the environment. */
+export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
+
+/** The synchronous Invoke payload limit, which an event source mapping also respects. */
+export const MAX_EVENT_BYTES = 6_291_456;
+
+/** How to reach Kafka. */
+export interface KafkaSettings {
+  readonly brokers: readonly string[];
+  readonly clientId: string;
+  /** TLS; `undefined` = plaintext. `ca` is the PEM text of `KAFKA_SSL_CA_FILE`, read at start. */
+  readonly ssl: { readonly ca: string | undefined; readonly rejectUnauthorized: boolean } | undefined;
+  readonly sasl: { readonly mechanism: SaslMechanism; readonly username: string; readonly password: string } | undefined;
+}
+
+/** Where the handler runs. */
+export interface InvokeSettings {
+  readonly mode: InvokeMode;
+  /** First back-off before a batch is redelivered; doubles per consecutive failure, capped. */
+  readonly retryBaseMs: number;
+  /** Only in `lambda` mode. */
+  readonly lambda:
+    | {
+        /** e.g. LocalStack's `http://localhost:4566`; `undefined` = the AWS endpoint of the region. */
+        readonly endpoint: string | undefined;
+        readonly region: string;
+        /** Function name or ARN per selected pipeline. */
+        readonly functions: Readonly<Partial<Record<PipelineName, string>>>;
+      }
+    | undefined;
+}
+
+/** The per-pipeline liveness files (SPEC section 9). */
+export interface HeartbeatSettings {
+  readonly dir: string;
+  readonly intervalMs: number;
+}
+
+/** Everything the host needs: its own settings plus the shared pipeline settings. Frozen. */
+export interface HostSettings {
+  readonly kafka: KafkaSettings;
+  /** Longest wait of one fetch (kafkajs `maxWaitTimeInMs`): a stop request waits at most this long. */
+  readonly pollTimeoutMs: number;
+  /** Worst-case batch incl. database retries: the invocation deadline and the rebalance timeout. */
+  readonly maxPollIntervalMs: number;
+  readonly sessionTimeoutMs: number;
+  /** Time to finish and commit in-flight batches after SIGTERM/SIGINT. */
+  readonly shutdownTimeoutMs: number;
+  /** The event source mapping's `ReportBatchItemFailures` switch. */
+  readonly reportBatchItemFailures: boolean;
+  /** Largest event (JSON bytes) the host builds; a single larger record still goes alone. */
+  readonly maxEventBytes: number;
+  readonly heartbeat: HeartbeatSettings;
+  readonly invoke: InvokeSettings;
+  /** Apply the SQL migrations before consuming (`STORAGE_MIGRATE_ON_START`). */
+  readonly migrateOnStart: boolean;
+  /** The shared settings the handlers run with (pipelines, database, retry ...). */
+  readonly storage: Settings;
+}
+
+const positiveMs = (min: number, max: number) => integerVariable(min, max);
+
+function readKafka(env: Environment): KafkaSettings {
+  const brokers = requireVariable(
+    env,
+    'KAFKA_BROKERS',
+    listVariable.pipe(
+      z
+        .array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'each broker must be host:port'))
+        .min(1, 'must name at least one broker'),
+    ),
+  );
+  const caFile = readVariable(env, 'KAFKA_SSL_CA_FILE', z.string().trim().min(1), undefined as string | undefined);
+  // A CA file only makes sense with TLS, so it switches TLS on by itself.
+  const tls = readVariable(env, 'KAFKA_SSL', booleanVariable, caFile !== undefined);
+  if (caFile !== undefined && !tls) {
+    throw new ConfigurationError('KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false; unset one of them');
+  }
+  let ca: string | undefined;
+  if (caFile !== undefined) {
+    try {
+      ca = readFileSync(caFile, 'utf8');
+    } catch (error) {
+      throw new ConfigurationError(`KAFKA_SSL_CA_FILE=${JSON.stringify(caFile)} cannot be read: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+  const rejectUnauthorized = readVariable(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', booleanVariable, true);
+
+  const mechanism = readVariable(
+    env,
+    'KAFKA_SASL_MECHANISM',
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .pipe(z.enum(SASL_MECHANISMS, { error: 'must be plain, scram-sha-256 or scram-sha-512' })),
+    undefined as SaslMechanism | undefined,
+  );
+  let sasl: KafkaSettings['sasl'];
+  if (mechanism !== undefined) {
+    sasl = {
+      mechanism,
+      username: requireVariable(env, 'KAFKA_SASL_USERNAME', z.string().min(1)),
+      password: requireVariable(env, 'KAFKA_SASL_PASSWORD', z.string().min(1)),
+    };
+  } else if (env.KAFKA_SASL_USERNAME || env.KAFKA_SASL_PASSWORD) {
+    throw new ConfigurationError('KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM is not');
+  }
+  return {
+    brokers,
+    clientId: readVariable(env, 'KAFKA_CLIENT_ID', z.string().trim().min(1), 'storage-consumer'),
+    ssl: tls ? { ca, rejectUnauthorized } : undefined,
+    sasl,
+  };
+}
+
+function readInvoke(env: Environment, pipelines: readonly PipelineName[]): InvokeSettings {
+  const mode = readVariable(
+    env,
+    'STORAGE_INVOKE_MODE',
+    z.enum(INVOKE_MODES, { error: 'must be in-process or lambda' }),
+    'in-process' as InvokeMode,
+  );
+  const retryBaseMs = readVariable(env, 'STORAGE_INVOKE_RETRY_BASE_MS', positiveMs(1, 60_000), 1_000);
+  if (mode !== 'lambda') return { mode, retryBaseMs, lambda: undefined };
+  const region = readVariable(
+    env,
+    'STORAGE_LAMBDA_REGION',
+    z.string().trim().min(1),
+    env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || '',
+  );
+  if (region === '') {
+    throw new ConfigurationError('STORAGE_LAMBDA_REGION is required with STORAGE_INVOKE_MODE=lambda (or set AWS_REGION)');
+  }
+  const functions = Object.fromEntries(
+    pipelines.map((name) => [name, requireVariable(env, `STORAGE_LAMBDA_FUNCTION_${envSuffix(name)}`, z.string().trim().min(1))]),
+  );
+  return {
+    mode,
+    retryBaseMs,
+    lambda: {
+      endpoint: readVariable(env, 'STORAGE_LAMBDA_ENDPOINT', z.url({ error: 'must be a URL' }), undefined as string | undefined),
+      region,
+      functions,
+    },
+  };
+}
+
+/**
+ * Reads the heartbeat settings alone: the health check needs them without Kafka settings.
+ */
+export function loadHeartbeatSettings(env: Environment = process.env): HeartbeatSettings & { pollTimeoutMs: number } {
+  return {
+    dir: readVariable(env, 'STORAGE_HEARTBEAT_DIR', z.string().trim().min(1), '.data/heartbeats'),
+    intervalMs: readVariable(env, 'STORAGE_HEARTBEAT_INTERVAL_MS', positiveMs(100, 3_600_000), 5_000),
+    pollTimeoutMs: readVariable(env, 'STORAGE_POLL_TIMEOUT_MS', positiveMs(10, 60_000), 1_000),
+  };
+}
+
+/**
+ * Reads and validates the host's settings (and the shared pipeline settings) from the
+ * environment. A bad value throws a ConfigurationError naming the variable, at start-up.
+ */
+export function loadHostSettings(env: Environment = process.env): HostSettings {
+  const storage = loadSettings(env);
+  const { pollTimeoutMs, ...heartbeat } = loadHeartbeatSettings(env);
+  const sessionTimeoutMs = readVariable(env, 'STORAGE_SESSION_TIMEOUT_MS', positiveMs(6_000, 1_800_000), 45_000);
+  const maxPollIntervalMs = readVariable(env, 'STORAGE_MAX_POLL_INTERVAL_MS', positiveMs(1_000, 3_600_000), 300_000);
+  const reportBatchItemFailures = readVariable(env, 'STORAGE_REPORT_BATCH_ITEM_FAILURES', booleanVariable, true);
+  // Without the switch a reported failure counts as success: the batch would be lost (SPEC section 3).
+  if (storage.failureResponse === 'report' && !reportBatchItemFailures) {
+    throw new ConfigurationError(
+      'STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true: otherwise a reported failure counts as success and the batch is lost',
+    );
+  }
+  const settings: HostSettings = {
+    kafka: readKafka(env),
+    pollTimeoutMs,
+    maxPollIntervalMs,
+    sessionTimeoutMs,
+    shutdownTimeoutMs: readVariable(env, 'STORAGE_SHUTDOWN_TIMEOUT_MS', positiveMs(100, 3_600_000), 30_000),
+    reportBatchItemFailures,
+    maxEventBytes: readVariable(env, 'STORAGE_MAX_EVENT_BYTES', positiveMs(1_024, MAX_EVENT_BYTES), MAX_EVENT_BYTES),
+    heartbeat,
+    invoke: readInvoke(env, storage.selectedPipelines),
+    migrateOnStart: readVariable(env, 'STORAGE_MIGRATE_ON_START', booleanVariable, false),
+    storage,
+  };
+  return deepFreeze(settings);
+}

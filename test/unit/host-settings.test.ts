@@ -1,0 +1,189 @@
+import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkHeartbeats, defaultMaxAgeMs, healthcheckMain } from '../../host/healthcheck.js';
+import { createHeartbeat, heartbeatFile } from '../../host/heartbeat.js';
+import { loadHostSettings, MAX_EVENT_BYTES } from '../../host/settings.js';
+import { ConfigurationError } from '../../shared/errors.js';
+
+const base = { KAFKA_BROKERS: '127.0.0.1:9092' };
+
+function errorOf(env: Record<string, string>): Error {
+  try {
+    loadHostSettings(env);
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected loadHostSettings to throw');
+}
+
+const directories: string[] = [];
+async function temporaryDirectory(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'host-unit-'));
+  directories.push(directory);
+  return directory;
+}
+afterAll(async () => {
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
+});
+
+describe('loadHostSettings', () => {
+  it('has the documented defaults', () => {
+    // Act
+    const settings = loadHostSettings(base);
+
+    // Assess
+    expect(settings).toMatchObject({
+      kafka: { brokers: ['127.0.0.1:9092'], clientId: 'storage-consumer', ssl: undefined, sasl: undefined },
+      pollTimeoutMs: 1_000,
+      maxPollIntervalMs: 300_000,
+      sessionTimeoutMs: 45_000,
+      shutdownTimeoutMs: 30_000,
+      reportBatchItemFailures: true,
+      maxEventBytes: MAX_EVENT_BYTES,
+      heartbeat: { dir: '.data/heartbeats', intervalMs: 5_000 },
+      invoke: { mode: 'in-process', retryBaseMs: 1_000, lambda: undefined },
+      migrateOnStart: false,
+    });
+    expect(settings.storage.selectedPipelines).toEqual(['app-stats', 'reviews', 'network-metrics']);
+    expect(Object.isFrozen(settings.kafka)).toBe(true);
+  });
+
+  it.each([
+    [{ KAFKA_BROKERS: '' }, /KAFKA_BROKERS is required/],
+    [{ KAFKA_BROKERS: 'localhost' }, /KAFKA_BROKERS=.*host:port/],
+    [{ STORAGE_SESSION_TIMEOUT_MS: '500' }, /STORAGE_SESSION_TIMEOUT_MS/],
+    [{ STORAGE_MAX_EVENT_BYTES: '7000000' }, /STORAGE_MAX_EVENT_BYTES/],
+    [{ STORAGE_POLL_TIMEOUT_MS: 'soon' }, /STORAGE_POLL_TIMEOUT_MS.*whole number/],
+    [{ STORAGE_REPORT_BATCH_ITEM_FAILURES: 'maybe' }, /STORAGE_REPORT_BATCH_ITEM_FAILURES/],
+    [{ STORAGE_INVOKE_MODE: 'http' }, /STORAGE_INVOKE_MODE/],
+    [{ STORAGE_INVOKE_RETRY_BASE_MS: '0' }, /STORAGE_INVOKE_RETRY_BASE_MS/],
+    [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM/],
+    [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /KAFKA_SASL_PASSWORD is required/],
+    [{ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }, /KAFKA_SASL_MECHANISM is not/],
+    [{ KAFKA_SSL_CA_FILE: '/nonexistent/ca.pem' }, /KAFKA_SSL_CA_FILE.*cannot be read/],
+    [{ KAFKA_SSL: 'false', KAFKA_SSL_CA_FILE: '/etc/hostname' }, /KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false/],
+    [{ STORAGE_FAILURE_RESPONSE: 'report', STORAGE_REPORT_BATCH_ITEM_FAILURES: 'false' }, /STORAGE_FAILURE_RESPONSE=report needs/],
+    [{ STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1' }, /STORAGE_LAMBDA_FUNCTION_APP_STATS is required/],
+    [{ STORAGE_INVOKE_MODE: 'lambda', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'f' }, /STORAGE_LAMBDA_REGION is required/],
+    [{ STORAGE_PIPELINES: 'reviews,logs' }, /STORAGE_PIPELINES/],
+  ])('refuses %j with a ConfigurationError naming the variable', (env, message) => {
+    // Act
+    const error = errorOf({ ...base, ...env } as Record<string, string>);
+
+    // Assess
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error.message).toMatch(message);
+  });
+
+  it('reads TLS, SASL and the Lambda invoke mode', async () => {
+    // Prepare
+    const ca = join(await temporaryDirectory(), 'ca.pem');
+    await writeFile(ca, '-----BEGIN CERTIFICATE-----\n');
+
+    // Act
+    const settings = loadHostSettings({
+      KAFKA_BROKERS: 'b1:9093, b2:9093',
+      KAFKA_SSL_CA_FILE: ca,
+      KAFKA_SSL_REJECT_UNAUTHORIZED: 'false',
+      KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
+      KAFKA_SASL_USERNAME: 'user',
+      KAFKA_SASL_PASSWORD: 'secret',
+      STORAGE_PIPELINES: 'reviews',
+      STORAGE_INVOKE_MODE: 'lambda',
+      STORAGE_LAMBDA_ENDPOINT: 'http://localhost:4566',
+      STORAGE_LAMBDA_REGION: 'eu-west-1',
+      STORAGE_LAMBDA_FUNCTION_REVIEWS: 'storage-consumer-dev-reviews',
+    });
+
+    // Assess
+    expect(settings.kafka).toEqual({
+      brokers: ['b1:9093', 'b2:9093'],
+      clientId: 'storage-consumer',
+      ssl: { ca: '-----BEGIN CERTIFICATE-----\n', rejectUnauthorized: false },
+      sasl: { mechanism: 'scram-sha-512', username: 'user', password: 'secret' },
+    });
+    expect(settings.invoke.lambda).toEqual({
+      endpoint: 'http://localhost:4566',
+      region: 'eu-west-1',
+      functions: { reviews: 'storage-consumer-dev-reviews' },
+    });
+  });
+});
+
+describe('heartbeat and health check', () => {
+  it('writes the file at most once per interval', async () => {
+    // Prepare
+    const dir = join(await temporaryDirectory(), 'beats');
+    let now = 1_000_000;
+    const heartbeat = createHeartbeat({ dir, pipeline: 'reviews', intervalMs: 5_000, logger: console, now: () => now });
+
+    // Act
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const first = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+    now += 4_000;
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const unchanged = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+    now += 1_000;
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const rewritten = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+
+    // Assess
+    expect(unchanged).toBe(first);
+    expect(rewritten).not.toBe(first);
+  });
+
+  it('warns once about a failing write and never throws', async () => {
+    // Prepare: the directory is a file
+    const blocker = join(await temporaryDirectory(), 'not-a-dir');
+    await writeFile(blocker, '');
+    const warnings: string[] = [];
+    const logger = { ...console, warn: (message: string) => warnings.push(message) };
+    let now = 0;
+    const heartbeat = createHeartbeat({ dir: blocker, pipeline: 'reviews', intervalMs: 1, logger, now: () => (now += 10) });
+
+    // Act
+    for (let beat = 0; beat < 5; beat += 1) {
+      heartbeat.beat();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+
+    // Assess
+    expect(warnings).toHaveLength(1);
+  });
+
+  it('names each pipeline whose heartbeat is missing or stale', async () => {
+    // Prepare
+    const dir = await temporaryDirectory();
+    const now = Date.now();
+    await writeFile(heartbeatFile(dir, 'app-stats'), '');
+    await writeFile(heartbeatFile(dir, 'reviews'), '');
+    await utimes(heartbeatFile(dir, 'reviews'), new Date(now - 60_000), new Date(now - 60_000));
+
+    // Act
+    const problems = await checkHeartbeats({ dir, pipelines: ['app-stats', 'reviews', 'network-metrics'], maxAgeMs: 16_000, now });
+
+    // Assess
+    expect(problems.map(({ pipeline, ageMs }) => [pipeline, ageMs === undefined ? 'missing' : ageMs > 16_000])).toEqual([
+      ['reviews', true],
+      ['network-metrics', 'missing'],
+    ]);
+    expect(defaultMaxAgeMs(5_000, 1_000)).toBe(16_000);
+  });
+
+  it('exits 0 when every selected pipeline is fresh and 1 otherwise', async () => {
+    // Prepare
+    const dir = await temporaryDirectory();
+    await writeFile(heartbeatFile(dir, 'reviews'), '');
+    const env = { STORAGE_HEARTBEAT_DIR: dir, STORAGE_PIPELINES: 'reviews' };
+
+    // Act / Assess
+    expect(await healthcheckMain([], env)).toBe(0);
+    expect(await healthcheckMain([], { ...env, STORAGE_PIPELINES: 'reviews,network-metrics' })).toBe(1);
+    expect(await healthcheckMain(['--max-age-ms', 'x'], env)).toBe(1);
+  });
+});
