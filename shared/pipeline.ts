@@ -163,7 +163,6 @@ export async function processBatch(
   const { messages, rejections } = decodeAll(definition, records);
 
   let attempts = 0;
-  const pool = await runtime.pool();
   const report = (written: Written | undefined): BatchReport => ({
     pipeline: definition.name,
     records: records.length,
@@ -183,7 +182,8 @@ export async function processBatch(
     written = await withTransientRetry(
       async () => {
         attempts += 1;
-        const client = await pool.connect();
+        // Asked for on every attempt: a credential refresh (28P01) replaces the pool.
+        const client = await (await runtime.pool()).connect();
         let broken: unknown;
         // A checked-out client that loses its connection emits 'error'; unhandled, that would
         // crash the process. The failing query rejects as well, which is what we act on.
