@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { QueryResult, QueryResultRow } from 'pg';
 import type { Queryable } from '../../shared/queryable.js';
@@ -56,10 +57,30 @@ export class FakeQueryable implements Queryable {
   }
 }
 
-/** A pool client that also records how it was released. */
+/** A pool client that also records how it was released, and emits 'error' like pg's. */
 export class FakeClient extends FakeQueryable {
   /** `undefined` until released; then the error it was released with, or `null` for none. */
   releasedWith: Error | null | undefined = undefined;
+  private readonly events = new EventEmitter();
+
+  on(event: 'error', listener: (error: Error) => void): this {
+    this.events.on(event, listener);
+    return this;
+  }
+
+  off(event: 'error', listener: (error: Error) => void): this {
+    this.events.off(event, listener);
+    return this;
+  }
+
+  /** Like a pg client whose connection died: with no listener, this throws (crashes the process). */
+  emitConnectionError(error: Error): void {
+    this.events.emit('error', error);
+  }
+
+  listenerCount(event: 'error'): number {
+    return this.events.listenerCount(event);
+  }
 
   release(error?: Error | boolean): void {
     if (this.releasedWith !== undefined) throw new Error(`client ${this.id} released twice`);
@@ -83,12 +104,21 @@ export class FakePool {
     this.connectFailures = [...(options.connectFailures ?? [])];
   }
 
+  /** Set by `end()`. */
+  ended = false;
+
   async connect(): Promise<FakeClient> {
+    // pg-pool's own message for a checkout from an ended pool.
+    if (this.ended) throw new Error('Cannot use a pool after calling end on the pool');
     const failure = this.connectFailures.shift();
     if (failure !== undefined) throw failure;
     const client = new FakeClient(this.respond, this.clients.length + 1, this.log);
     this.clients.push(client);
     return client;
+  }
+
+  async end(): Promise<void> {
+    this.ended = true;
   }
 
   /** The pool as the pipeline's type sees it. */
