@@ -175,6 +175,26 @@ describe('parseKafkaEvent', () => {
     ]);
   });
 
+  it('keeps headers whose names are also Object.prototype names', () => {
+    // Prepare: as the Lambda runtime hands it over, i.e. parsed from JSON
+    const event = JSON.parse(
+      JSON.stringify(awsEvent({ 'reviews-2': [awsRecord({ headers: [] })] })).replace(
+        '"headers":[]',
+        '"headers":[{"__proto__":[120]},{"constructor":[121]},{"toString":[122]}]',
+      ),
+    ) as unknown;
+
+    // Act
+    const [record] = parseKafkaEvent(event);
+
+    // Assess
+    expect(record?.headers).toEqual([
+      { name: '__proto__', value: Buffer.from('x') },
+      { name: 'constructor', value: Buffer.from('y') },
+      { name: 'toString', value: Buffer.from('z') },
+    ]);
+  });
+
   it('reads a null or missing key and value as null, and an empty value as zero bytes', () => {
     // Prepare
     const event = awsEvent({

@@ -65,6 +65,27 @@ describe('upsertStatement', () => {
     );
   });
 
+  it('filters the input with the update’s read-only pre-check before the insert', () => {
+    // Prepare
+    const table: TableDescription<Reading> = {
+      ...readingsLatestWins,
+      update: {
+        ...readingsLatestWins.update!,
+        keepWhere: 'input.taken_at > (SELECT stored.taken_at FROM latest_readings AS stored WHERE stored.sensor = input.sensor)',
+      },
+    };
+
+    // Act
+    const sql = upsertStatement(table);
+
+    // Assess
+    expect(sql).toContain(
+      'AS input(id, sensor, value, taken_at) ' +
+        'WHERE input.taken_at > (SELECT stored.taken_at FROM latest_readings AS stored WHERE stored.sensor = input.sensor) ' +
+        'ON CONFLICT (sensor) DO UPDATE SET',
+    );
+  });
+
   it('gives the data tables the conflict clauses of the spec', () => {
     // Act
     const [appStats, reviews, networkMetrics] = [
