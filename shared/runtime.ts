@@ -27,7 +27,14 @@ export function createPipelineRuntime(
 ): PipelineRuntime & { close(): Promise<void> } {
   let pool: Promise<pg.Pool> | undefined;
   const open = () => {
-    pool ??= source.settings().then((database) => createPool(database, logger, name));
+    if (!pool) {
+      const opening = source.settings().then((database) => createPool(database, logger, name));
+      pool = opening;
+      // A failed fetch (e.g. Secrets Manager briefly unavailable) must not be cached for good.
+      opening.catch(() => {
+        if (pool === opening) pool = undefined;
+      });
+    }
     return pool;
   };
   const close = async () => {
