@@ -13,6 +13,14 @@ process.on('unhandledRejection', (reason) => {
   logger.error('unhandled promise rejection; exiting', { error: String(reason) });
   process.exit(1);
 });
+// Process warnings go to the JSON log. kafkajs 2.2.4 arms a timer with a negative delay
+// (requestQueue.scheduleCheckPendingRequests) which Node 24 reports on every response; the
+// timer still fires as intended, so that one warning is dropped.
+process.removeAllListeners('warning');
+process.on('warning', (warning) => {
+  if (warning.name === 'TimeoutNegativeWarning') return;
+  logger.warn('process warning', { name: warning.name, warning: warning.message });
+});
 
 let code: number;
 try {

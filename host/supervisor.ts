@@ -58,7 +58,10 @@ function kafkaConfig(kafka: KafkaSettings, logger: CoreLogger): KafkaConfig {
       () =>
       ({ namespace, level, log }: LogEntry) => {
         const { message, timestamp: _timestamp, logger: _logger, ...extra } = log;
-        (level <= logLevel.ERROR ? logger.error : logger.warn).call(logger, `kafkajs: ${message}`, { namespace, ...extra });
+        // kafkajs logs every error response of a connection as an ERROR, retriable ones
+        // included (a coordinator still loading); the client retries them, so they warn.
+        const error = level <= logLevel.ERROR && namespace !== 'Connection';
+        (error ? logger.error : logger.warn).call(logger, `kafkajs: ${message}`, { namespace, ...extra });
       },
   };
 }

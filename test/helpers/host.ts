@@ -1,0 +1,239 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { Admin, Producer } from 'kafkajs';
+import { envSuffix, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { CoreLogger } from '../../shared/db.js';
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** One JSON log line of a host (a non-JSON line is kept as `{ message: <line> }`). */
+export type HostLogLine = Record<string, unknown> & { readonly message?: string; readonly level?: string };
+
+/** Topics and groups of one test file, so files can run side by side on one broker. */
+export interface PipelineNames {
+  readonly topics: Readonly<Record<PipelineName, string>>;
+  readonly groups: Readonly<Record<PipelineName, string>>;
+}
+
+/** Unique topic and group names per pipeline under `prefix`. */
+export function pipelineNames(prefix: string): PipelineNames {
+  const unique = `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  const of = (kind: string) => Object.fromEntries(PIPELINE_NAMES.map((name) => [name, `${unique}.${kind}.${name}`])) as Record<PipelineName, string>;
+  return { topics: of('topic'), groups: of('group') };
+}
+
+/** The variables a host needs for a test: its topics and groups, short timeouts, a heartbeat dir. */
+export function hostEnvironment(options: {
+  readonly brokers: readonly string[];
+  readonly databaseUrl: string;
+  readonly names: PipelineNames;
+  readonly heartbeatDir?: string;
+  readonly extra?: Record<string, string>;
+}): Record<string, string> {
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: options.brokers.join(','),
+    DATABASE_URL: options.databaseUrl,
+    STORAGE_SESSION_TIMEOUT_MS: '6000',
+    STORAGE_DB_RETRY_BASE_MS: '100',
+    STORAGE_INVOKE_RETRY_BASE_MS: '100',
+    STORAGE_SHUTDOWN_TIMEOUT_MS: '20000',
+    STORAGE_HEARTBEAT_INTERVAL_MS: '500',
+  };
+  if (options.heartbeatDir) env.STORAGE_HEARTBEAT_DIR = options.heartbeatDir;
+  for (const name of PIPELINE_NAMES) {
+    env[`STORAGE_TOPIC_${envSuffix(name)}`] = options.names.topics[name];
+    env[`STORAGE_GROUP_${envSuffix(name)}`] = options.names.groups[name];
+  }
+  return { ...env, ...options.extra };
+}
+
+/** A host running as a child process (`node --import tsx host/main.ts`): one pid, so signals reach it. */
+export interface HostProcess {
+  readonly child: ChildProcess;
+  readonly lines: HostLogLine[];
+  /** Resolves with the first log line (already seen or coming) that matches. */
+  waitForLog(predicate: (line: HostLogLine) => boolean, timeoutMs?: number): Promise<HostLogLine>;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children = new Set<ChildProcess>();
+
+/** Starts the host in a child process with exactly `env` (plus PATH and HOME). */
+export function spawnHost(env: Record<string, string>): HostProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'host/main.ts'], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  const lines: HostLogLine[] = [];
+  const waiters = new Set<{ predicate: (line: HostLogLine) => boolean; resolve: (line: HostLogLine) => void }>();
+  const take = (text: string) => {
+    let line: HostLogLine;
+    try {
+      line = JSON.parse(text) as HostLogLine;
+    } catch {
+      line = { message: text };
+    }
+    lines.push(line);
+    for (const waiter of waiters) {
+      if (waiter.predicate(line)) {
+        waiters.delete(waiter);
+        waiter.resolve(line);
+      }
+    }
+  };
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', take);
+  createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', take);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    });
+  });
+  return {
+    child,
+    lines,
+    exited,
+    waitForLog(predicate, timeoutMs = 60_000) {
+      const seen = lines.find(predicate);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const waiter = { predicate, resolve };
+        waiters.add(waiter);
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(new Error(`no matching host log line within ${timeoutMs} ms; last lines:\n${lines.slice(-15).map((l) => JSON.stringify(l)).join('\n')}`));
+        }, timeoutMs);
+        void exited.then(() => {
+          if (!waiters.has(waiter)) return;
+          waiters.delete(waiter);
+          clearTimeout(timer);
+          reject(new Error(`the host exited before a matching log line; last lines:\n${lines.slice(-15).map((l) => JSON.stringify(l)).join('\n')}`));
+        });
+        const resolveOnce = waiter.resolve;
+        waiter.resolve = (line) => {
+          clearTimeout(timer);
+          resolveOnce(line);
+        };
+      });
+    },
+  };
+}
+
+/** Kills (SIGKILL) every host child process still running; for `afterAll`. */
+export async function killAllHosts(): Promise<void> {
+  await Promise.all(
+    [...children].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+}
+
+/** A state line of the host's life cycle (`Running`, `Stopping`, `Failing`, `Stopped` ...). */
+export const stateIs = (state: string) => (line: HostLogLine) => line.state === state && line.message === state;
+
+/** The group's committed offset per partition (`-1n`: none yet). */
+export async function committedOffsets(admin: Admin, groupId: string, topic: string): Promise<Map<number, bigint>> {
+  const [result] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  return new Map((result?.partitions ?? []).map(({ partition, offset }) => [partition, BigInt(offset)]));
+}
+
+/** The topic's end offset per partition. */
+export async function endOffsets(admin: Admin, topic: string): Promise<Map<number, bigint>> {
+  const offsets = await admin.fetchTopicOffsets(topic);
+  return new Map(offsets.map(({ partition, high }) => [partition, BigInt(high)]));
+}
+
+/** Polls `check` until it returns a value other than `undefined`/`false`, or fails after `timeoutMs`. */
+export async function waitUntil<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** Waits until the group has committed every partition up to the topic's end. */
+export async function waitForCommittedToEnd(admin: Admin, groupId: string, topic: string, timeoutMs = 90_000): Promise<Map<number, bigint>> {
+  return waitUntil(
+    `${groupId} to commit ${topic} to its end`,
+    async () => {
+      const [ends, committed] = await Promise.all([endOffsets(admin, topic), committedOffsets(admin, groupId, topic)]);
+      for (const [partition, end] of ends) {
+        const offset = committed.get(partition) ?? -1n;
+        if (end > 0n && offset !== end) return undefined;
+      }
+      return committed;
+    },
+    timeoutMs,
+  );
+}
+
+/** A temporary directory removed by the returned function. */
+export async function temporaryDirectory(prefix: string): Promise<{ path: string; remove: () => Promise<void> }> {
+  const path = await mkdtemp(join(tmpdir(), prefix));
+  return { path, remove: () => rm(path, { recursive: true, force: true }) };
+}
+
+/** A logger that keeps every line (for in-process hosts). */
+export function capturingLogger(): CoreLogger & { lines: Array<{ level: string; message: string; extra: Record<string, unknown> }> } {
+  const lines: Array<{ level: string; message: string; extra: Record<string, unknown> }> = [];
+  const at =
+    (level: string) =>
+    (message: string, ...extra: Array<Record<string, unknown>>) =>
+      lines.push({ level, message, extra: Object.assign({}, ...extra) });
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+/** Creates each pipeline's topic with 3 partitions (as in production) and waits for leaders. */
+export async function createPipelineTopics(admin: Admin, names: PipelineNames, numPartitions = 3): Promise<void> {
+  await admin.createTopics({
+    topics: PIPELINE_NAMES.map((name) => ({ topic: names.topics[name], numPartitions, replicationFactor: 1 })),
+    waitForLeaders: true,
+  });
+}
+
+/** Deletes the pipeline topics (best effort, for `afterAll`). */
+export async function deletePipelineTopics(admin: Admin, names: PipelineNames): Promise<void> {
+  await admin.deleteTopics({ topics: PIPELINE_NAMES.map((name) => names.topics[name]) }).catch(() => undefined);
+}
+
+/** Sends JSON values (objects) or raw strings, in chunks; `partition` pins them to one partition. */
+export async function produceValues(
+  producer: Producer,
+  topic: string,
+  values: ReadonlyArray<unknown>,
+  options: { partition?: number; key?: (index: number) => string } = {},
+): Promise<void> {
+  const chunk = 2_000;
+  for (let start = 0; start < values.length; start += chunk) {
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: values.slice(start, start + chunk).map((value, index) => ({
+        ...(options.partition === undefined ? {} : { partition: options.partition }),
+        ...(options.key ? { key: options.key(start + index) } : {}),
+        value: typeof value === 'string' ? value : JSON.stringify(value),
+      })),
+    });
+  }
+}
