@@ -1,5 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { BatchReport, BatchResponse } from './pipeline.js';
@@ -17,6 +19,8 @@ export interface PipelineHandlerOptions {
   readonly database?: DatabaseSource;
   /** Told about every batch, e.g. to emit metrics. */
   readonly onBatch?: (report: BatchReport) => void;
+  /** Flushed (EMF to stdout) after every invocation, also a failed one. */
+  readonly metrics?: Metrics;
 }
 
 /**
@@ -35,5 +39,6 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
     options.onBatch?.(report);
     return response;
   }).use(injectLambdaContext(logger));
+  if (options.metrics) handler.use(logMetrics(options.metrics));
   return Object.assign(handler, { close: runtime.close });
 }

@@ -1,0 +1,117 @@
+/**
+ * The CloudFormation custom resource protocol, answered by the function itself: cfn-response
+ * only exists for inline (ZipFile) code, not for bundled functions.
+ * https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html
+ */
+import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
+
+/** What the handler reports back for one request. */
+export interface CustomResourceOutcome {
+  readonly status: 'SUCCESS' | 'FAILED';
+  /** Shown in the stack events; required for FAILED. */
+  readonly reason?: string;
+  /** Readable with `Fn::GetAtt` on the resource. */
+  readonly data?: Readonly<Record<string, string>>;
+}
+
+/** The body PUT to the ResponseURL. */
+export interface CustomResourceResponse {
+  readonly Status: 'SUCCESS' | 'FAILED';
+  readonly Reason: string;
+  readonly PhysicalResourceId: string;
+  readonly StackId: string;
+  readonly RequestId: string;
+  readonly LogicalResourceId: string;
+  readonly NoEcho: false;
+  readonly Data?: Readonly<Record<string, string>>;
+}
+
+/** CloudFormation rejects a response over 4096 bytes, so a long reason is cut. */
+const MAX_REASON_LENGTH = 1500;
+const REQUEST_TYPES = new Set(['Create', 'Update', 'Delete']);
+
+/** True for a custom resource request (as opposed to a direct invoke of the same function). */
+export function isCustomResourceEvent(event: unknown): event is CloudFormationCustomResourceEvent {
+  if (typeof event !== 'object' || event === null) return false;
+  const candidate = event as Record<string, unknown>;
+  return (
+    typeof candidate.RequestType === 'string' &&
+    REQUEST_TYPES.has(candidate.RequestType) &&
+    typeof candidate.ResponseURL === 'string' &&
+    typeof candidate.StackId === 'string' &&
+    typeof candidate.RequestId === 'string' &&
+    typeof candidate.LogicalResourceId === 'string'
+  );
+}
+
+/**
+ * The resource's physical id: kept as CloudFormation sent it on Update and Delete (a new id on
+ * Update would make CloudFormation delete the "old" resource), derived from the stack's name on
+ * Create, so it is the same for every deploy of one stack.
+ */
+export function physicalResourceIdOf(event: CloudFormationCustomResourceEvent): string {
+  if (event.RequestType !== 'Create') return event.PhysicalResourceId;
+  const stackName = /:stack\/([^/]+)\//.exec(event.StackId)?.[1] ?? event.StackId;
+  return `${stackName}-${event.LogicalResourceId}`;
+}
+
+/** Builds the response document; the reason also points at the log stream. */
+export function customResourceResponse(
+  event: CloudFormationCustomResourceEvent,
+  outcome: CustomResourceOutcome,
+  logStreamName: string,
+): CustomResourceResponse {
+  const reason = outcome.reason ? `${outcome.reason} (log stream ${logStreamName})` : `see log stream ${logStreamName}`;
+  return {
+    Status: outcome.status,
+    Reason: reason.length > MAX_REASON_LENGTH ? `${reason.slice(0, MAX_REASON_LENGTH - 1)}…` : reason,
+    PhysicalResourceId: physicalResourceIdOf(event),
+    StackId: event.StackId,
+    RequestId: event.RequestId,
+    LogicalResourceId: event.LogicalResourceId,
+    NoEcho: false,
+    ...(outcome.data ? { Data: outcome.data } : {}),
+  };
+}
+
+/** Options of `sendCustomResourceResponse`. */
+export interface SendOptions {
+  readonly attempts?: number;
+  readonly timeoutMs?: number;
+  readonly onRetry?: (attempt: number, error: unknown) => void;
+}
+
+/**
+ * PUTs the response to the presigned ResponseURL, retrying network errors and 5xx. The body is
+ * sent as bytes with an empty content type, as the presigned S3 URL expects. Throws when every
+ * attempt failed: then only the resource's ServiceTimeout ends the stack operation.
+ */
+export async function sendCustomResourceResponse(
+  responseUrl: string,
+  response: CustomResourceResponse,
+  options: SendOptions = {},
+): Promise<void> {
+  const body = Buffer.from(JSON.stringify(response), 'utf8');
+  const attempts = options.attempts ?? 4;
+  let lastError: unknown;
+  for (let attempt = 1; attempt <= attempts; attempt += 1) {
+    try {
+      const reply = await fetch(responseUrl, {
+        method: 'PUT',
+        body,
+        headers: { 'content-type': '', 'content-length': String(body.length) },
+        signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
+      });
+      if (reply.ok) return;
+      lastError = new Error(`ResponseURL answered ${reply.status} ${reply.statusText}`);
+      if (reply.status < 500) break; // a 4xx (e.g. an expired URL) will not get better
+    } catch (error) {
+      lastError = error;
+    }
+    if (attempt < attempts) {
+      options.onRetry?.(attempt, lastError);
+      await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)));
+    }
+  }
+  throw new Error(`could not deliver the custom resource response: ${String(lastError)}`, { cause: lastError });
+}

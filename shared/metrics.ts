@@ -1,0 +1,49 @@
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { BatchReport } from './pipeline.js';
+import type { PipelineName } from './pipeline-names.js';
+
+/**
+ * Names of the per-batch metrics (CloudWatch EMF). The alarms in `serverless.yml` refer to
+ * `DeadLettered` and `BatchFailed` by these names.
+ */
+export const BATCH_METRIC_NAMES = {
+  records: 'Records',
+  inserted: 'Inserted',
+  updated: 'Updated',
+  skipped: 'Skipped',
+  deadLettered: 'DeadLettered',
+  durationMs: 'BatchDurationMs',
+  failed: 'BatchFailed',
+} as const;
+
+/** Namespace when `POWERTOOLS_METRICS_NAMESPACE` is unset (the deployment sets it per stage). */
+export const DEFAULT_METRICS_NAMESPACE = 'StorageConsumer';
+
+/** The `service` dimension every metric carries, next to `pipeline`. */
+export const METRICS_SERVICE_NAME = 'storage-consumer';
+
+/**
+ * One pipeline's Powertools Metrics: dimensions `service` and `pipeline`, namespace from
+ * `POWERTOOLS_METRICS_NAMESPACE` (else `StorageConsumer`). Flushed once per invocation by the
+ * `logMetrics` middleware of the handler.
+ */
+export function createPipelineMetrics(
+  pipeline: PipelineName,
+  namespace: string = process.env.POWERTOOLS_METRICS_NAMESPACE || DEFAULT_METRICS_NAMESPACE,
+): Metrics {
+  return new Metrics({ namespace, serviceName: METRICS_SERVICE_NAME, defaultDimensions: { pipeline } });
+}
+
+/**
+ * Adds one batch's counters. `BatchFailed` is 0 or 1 on every batch: a failure answered in the
+ * `report` form is not a Lambda error, so only this metric (and its alarm) shows it.
+ */
+export function recordBatchMetrics(metrics: Metrics, report: BatchReport): void {
+  metrics.addMetric(BATCH_METRIC_NAMES.records, MetricUnit.Count, report.records);
+  metrics.addMetric(BATCH_METRIC_NAMES.inserted, MetricUnit.Count, report.inserted);
+  metrics.addMetric(BATCH_METRIC_NAMES.updated, MetricUnit.Count, report.updated);
+  metrics.addMetric(BATCH_METRIC_NAMES.skipped, MetricUnit.Count, report.skipped);
+  metrics.addMetric(BATCH_METRIC_NAMES.deadLettered, MetricUnit.Count, report.deadLettered);
+  metrics.addMetric(BATCH_METRIC_NAMES.durationMs, MetricUnit.Milliseconds, report.durationMs);
+  metrics.addMetric(BATCH_METRIC_NAMES.failed, MetricUnit.Count, report.failed ? 1 : 0);
+}
