@@ -1,0 +1,38 @@
+import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import { REJECTION_REASONS } from '../../shared/types.js';
+import type { RejectionReason } from '../../shared/types.js';
+import { UsageError } from '../command.js';
+import type { DeadLetterFilter } from '../dead-letter-store.js';
+import { parseSince } from '../time.js';
+import { parsePipeline } from './pipeline-option.js';
+
+/** The selection options `dlq list`, `dlq redrive` and `dlq purge` share. */
+export const FILTER_OPTIONS = {
+  pipeline: { type: 'string' },
+  reason: { type: 'string' },
+  since: { type: 'string' },
+} as const;
+
+/** The help lines of the shared selection options. */
+export const FILTER_HELP = `  --pipeline P    only pipeline P (${PIPELINE_NAMES.join(', ')})
+  --reason R      only reason R (${REJECTION_REASONS.join(', ')})
+  --since T       only dead letters stored since T: an ISO timestamp (UTC unless it has an
+                  offset) or a duration ago such as 24h, 7d`;
+
+function isReason(value: string): value is RejectionReason {
+  return (REJECTION_REASONS as readonly string[]).includes(value);
+}
+
+/** Checks the shared selection options; a bad value is a usage error naming the option. */
+export function parseFilter(values: { pipeline?: string; reason?: string; since?: string }): DeadLetterFilter {
+  const { pipeline, reason, since } = values;
+  parsePipeline(pipeline);
+  if (reason !== undefined && !isReason(reason)) {
+    throw new UsageError(`--reason must be one of ${REJECTION_REASONS.join(', ')}, got ${JSON.stringify(reason)}`);
+  }
+  return {
+    ...(pipeline === undefined ? {} : { pipeline }),
+    ...(reason === undefined ? {} : { reason }),
+    ...(since === undefined ? {} : { since: parseSince(since, '--since') }),
+  };
+}

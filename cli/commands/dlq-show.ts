@@ -1,0 +1,87 @@
+import type { CliIo, Command } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { withDatabase } from '../context.js';
+import type { StoredDeadLetter } from '../dead-letter-store.js';
+import { findDeadLetter, isTruncated } from '../dead-letter-store.js';
+import { renderJson } from '../output.js';
+
+/** Bytes as an operator can read them: the text when they are valid UTF-8, else hex. */
+export function readableBytes(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: string } | null {
+  if (bytes === null) return null;
+  try {
+    return { encoding: 'utf8', text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    return { encoding: 'hex', text: bytes.toString('hex') };
+  }
+}
+
+function describe(letter: StoredDeadLetter) {
+  return {
+    id: letter.id,
+    pipeline: letter.pipeline,
+    topic: letter.topic,
+    partition: letter.partition,
+    offset: letter.offset,
+    kafkaTimestamp: letter.kafkaTimestamp,
+    key: readableBytes(letter.key),
+    reason: letter.reason,
+    detail: letter.detail,
+    payloadSize: letter.payloadSize,
+    storedSize: letter.storedSize,
+    truncated: isTruncated(letter),
+    payloadSha256: letter.payloadSha256.toString('hex'),
+    headers: letter.headers,
+    createdAt: letter.createdAt,
+    redrivenAt: letter.redrivenAt,
+    payload: readableBytes(letter.payload),
+  };
+}
+
+/** `dlq show <id>`: one dead letter, whole. */
+export const dlqShow: Command = {
+  name: 'show',
+  summary: 'show one dead letter: coordinates, reason, detail, payload',
+  help: `Usage: storage-consumer dlq show <id> [--json]
+
+Shows one dead letter: its Kafka coordinates, key, headers, reason and detail, when it was stored
+and re-driven, and its payload, as text when it is valid UTF-8, else as hex, with the original
+size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is no such id.
+
+  --json    the same as JSON
+`,
+  async run(args: readonly string[], io: CliIo): Promise<number> {
+    const parsed = parseCommandArgs(dlqShow, args, io, JSON_OPTION, { min: 1, max: 1 });
+    if (!parsed) return EXIT.ok;
+    const id = parsed.positionals[0] ?? '';
+    if (!/^\d{1,18}$/.test(id)) throw new UsageError(`<id> must be a dead letter's numeric id, got ${JSON.stringify(id)}`);
+    const letter = await withDatabase(io, ({ pool }) => findDeadLetter(pool, id));
+    if (letter === undefined) throw new RefusedError(`no dead letter with id ${id}`);
+    const shown = describe(letter);
+    if (parsed.values.json === true) {
+      io.stdout(renderJson(shown));
+      return EXIT.ok;
+    }
+    const size = shown.truncated
+      ? `${shown.payloadSize} bytes, truncated to ${shown.storedSize}: cannot be re-driven`
+      : `${shown.payloadSize} bytes`;
+    const lines: Array<[string, string]> = [
+      ['id', shown.id],
+      ['pipeline', shown.pipeline],
+      ['coordinates', `${shown.topic}-${shown.partition}@${shown.offset}`],
+      ['kafka timestamp', shown.kafkaTimestamp?.toISOString() ?? '-'],
+      ['key', shown.key === null ? '-' : `${shown.key.text}${shown.key.encoding === 'hex' ? ' (hex)' : ''}`],
+      ['headers', shown.headers.length === 0 ? '-' : JSON.stringify(shown.headers)],
+      ['reason', shown.reason],
+      ['detail', shown.detail],
+      ['stored', shown.createdAt.toISOString()],
+      ['redriven', shown.redrivenAt?.toISOString() ?? '-'],
+      ['payload size', size],
+      ['payload sha256', shown.payloadSha256],
+    ];
+    const width = Math.max(...lines.map(([label]) => label.length));
+    io.stdout(lines.map(([label, value]) => `${`${label}:`.padEnd(width + 2)}${value}\n`).join(''));
+    const payload = shown.payload;
+    io.stdout(payload === null ? 'payload: (null)\n' : `payload (${payload.encoding === 'utf8' ? 'UTF-8 text' : 'hex: not valid UTF-8'}):\n${payload.text}\n`);
+    return EXIT.ok;
+  },
+};

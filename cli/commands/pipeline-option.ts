@@ -1,0 +1,18 @@
+import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { Settings } from '../../shared/settings.js';
+import { UsageError } from '../command.js';
+
+/** Checks a pipeline named on the command line; `undefined` stays `undefined`. */
+export function parsePipeline(named: string | undefined, what = '--pipeline'): PipelineName | undefined {
+  if (named === undefined || isPipelineName(named)) return named;
+  throw new UsageError(`${what} must be one of ${PIPELINE_NAMES.join(', ')}, got ${JSON.stringify(named)}`);
+}
+
+/**
+ * The pipelines a command looks at: the one named, else the ones STORAGE_PIPELINES selects
+ * (all three by default).
+ */
+export function pipelinesFor(settings: Settings, named: PipelineName | undefined): readonly PipelineName[] {
+  return named === undefined ? settings.selectedPipelines : [named];
+}

@@ -1,0 +1,40 @@
+import type pg from 'pg';
+import type { CoreLogger } from '../shared/db.js';
+import { createPool } from '../shared/db.js';
+import { loadSettings } from '../shared/settings.js';
+import type { Settings } from '../shared/settings.js';
+import type { CliIo } from './command.js';
+
+/**
+ * The commands' logger: warnings and errors (e.g. a transient database error during a
+ * re-drive) as JSON lines on stderr, so stdout stays the command's own output.
+ */
+export function cliLogger(io: CliIo): CoreLogger {
+  const line =
+    (level: 'warn' | 'error') =>
+    (message: string, ...extra: Array<Record<string, unknown>>) =>
+      io.stderr(`${JSON.stringify({ level, message, ...Object.assign({}, ...extra) })}\n`);
+  return { debug: () => undefined, info: () => undefined, warn: line('warn'), error: line('error') };
+}
+
+/** The settings and one small pool on the service's database, for the length of a command. */
+export interface DatabaseContext {
+  readonly settings: Settings;
+  readonly pool: pg.Pool;
+  readonly logger: CoreLogger;
+}
+
+/**
+ * Runs `work` with the settings read from the environment and a pool on the database they name
+ * (`DATABASE_URL` or PG*, with the service's timeouts and UTC sessions); the pool is always ended.
+ */
+export async function withDatabase<T>(io: CliIo, work: (context: DatabaseContext) => Promise<T>): Promise<T> {
+  const settings = loadSettings(io.env);
+  const logger = cliLogger(io);
+  const pool = createPool(settings.database, logger, 'cli');
+  try {
+    return await work({ settings, pool, logger });
+  } finally {
+    await pool.end();
+  }
+}

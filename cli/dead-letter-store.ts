@@ -1,0 +1,212 @@
+import type { Queryable } from '../shared/queryable.js';
+import type { RejectionReason } from '../shared/types.js';
+
+/** Which dead letters a command works on; every field narrows the selection. */
+export interface DeadLetterFilter {
+  /** A pipeline name (the command line checks it is one of the three). */
+  readonly pipeline?: string;
+  readonly reason?: RejectionReason;
+  /** Stored at or after this instant. */
+  readonly since?: Date;
+  /** Only the ones not re-driven yet. */
+  readonly pendingOnly?: boolean;
+}
+
+/** A dead letter as `dlq list` shows it (no payload). */
+export interface DeadLetterSummary {
+  /** BIGSERIAL as text. */
+  readonly id: string;
+  readonly pipeline: string;
+  readonly topic: string;
+  readonly partition: number;
+  /** BIGINT as text: never rounded. */
+  readonly offset: string;
+  readonly reason: string;
+  readonly detail: string;
+  /** Bytes of the original value. */
+  readonly payloadSize: number;
+  /** Bytes kept; fewer than `payloadSize` means truncated (cannot be re-driven). */
+  readonly storedSize: number;
+  readonly createdAt: Date;
+  readonly redrivenAt: Date | null;
+}
+
+/** One dead letter with everything stored about it, for `dlq show` and the re-drive. */
+export interface StoredDeadLetter extends DeadLetterSummary {
+  readonly kafkaTimestamp: Date | null;
+  readonly key: Buffer | null;
+  readonly payload: Buffer | null;
+  readonly payloadSha256: Buffer;
+  /** As stored: `[{name | name_base64, value (base64)}]`. */
+  readonly headers: ReadonlyArray<{ readonly name?: string; readonly name_base64?: string; readonly value: string }>;
+}
+
+interface SummaryRow {
+  id: string;
+  pipeline: string;
+  topic: string;
+  partition: number;
+  kafka_offset: string;
+  reason: string;
+  detail: string;
+  payload_size: number;
+  stored_size: number | null;
+  created_at: Date;
+  redriven_at: Date | null;
+}
+
+interface FullRow extends SummaryRow {
+  kafka_timestamp: Date | null;
+  message_key: Buffer | null;
+  payload: Buffer | null;
+  payload_sha256: Buffer;
+  headers: StoredDeadLetter['headers'];
+}
+
+const SUMMARY_COLUMNS = `id::text, pipeline, topic, partition, kafka_offset::text, reason, detail, payload_size,
+  octet_length(payload) AS stored_size, created_at, redriven_at`;
+const FULL_COLUMNS = `${SUMMARY_COLUMNS}, kafka_timestamp, message_key, payload, payload_sha256, headers`;
+
+function toSummary(row: SummaryRow): DeadLetterSummary {
+  return {
+    id: row.id,
+    pipeline: row.pipeline,
+    topic: row.topic,
+    partition: row.partition,
+    offset: row.kafka_offset,
+    reason: row.reason,
+    detail: row.detail,
+    payloadSize: row.payload_size,
+    storedSize: row.stored_size ?? 0,
+    createdAt: row.created_at,
+    redrivenAt: row.redriven_at,
+  };
+}
+
+function toStored(row: FullRow): StoredDeadLetter {
+  return {
+    ...toSummary(row),
+    kafkaTimestamp: row.kafka_timestamp,
+    key: row.message_key,
+    payload: row.payload,
+    payloadSha256: row.payload_sha256,
+    headers: row.headers,
+  };
+}
+
+/** A stored payload shorter than the original was truncated: it cannot be re-driven. */
+export function isTruncated(letter: Pick<DeadLetterSummary, 'payloadSize' | 'storedSize'>): boolean {
+  return letter.storedSize < letter.payloadSize;
+}
+
+/** The WHERE clause of a filter, its parameters appended to `params`. */
+function where(filter: DeadLetterFilter, params: unknown[]): string {
+  const conditions: string[] = [];
+  const bind = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  if (filter.pipeline !== undefined) conditions.push(`pipeline = ${bind(filter.pipeline)}`);
+  if (filter.reason !== undefined) conditions.push(`reason = ${bind(filter.reason)}`);
+  if (filter.since !== undefined) conditions.push(`created_at >= ${bind(filter.since)}`);
+  if (filter.pendingOnly === true) conditions.push('redriven_at IS NULL');
+  return conditions.length === 0 ? 'TRUE' : conditions.join(' AND ');
+}
+
+/** The newest `limit` matching dead letters, newest first, and how many match in all. */
+export async function listDeadLetters(
+  db: Queryable,
+  filter: DeadLetterFilter,
+  limit: number,
+): Promise<{ total: number; letters: DeadLetterSummary[] }> {
+  const params: unknown[] = [];
+  const condition = where(filter, params);
+  const total = await db.query<{ total: string }>(`SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition}`, params);
+  const rows = await db.query<SummaryRow>(
+    `SELECT ${SUMMARY_COLUMNS} FROM dead_letter_events WHERE ${condition} ORDER BY id DESC LIMIT ${Math.trunc(limit)}`,
+    params,
+  );
+  return { total: Number(total.rows[0]?.total ?? 0), letters: rows.rows.map(toSummary) };
+}
+
+/** One dead letter by id, or `undefined`. */
+export async function findDeadLetter(db: Queryable, id: string): Promise<StoredDeadLetter | undefined> {
+  const result = await db.query<FullRow>(`SELECT ${FULL_COLUMNS} FROM dead_letter_events WHERE id = $1`, [id]);
+  const row = result.rows[0];
+  return row === undefined ? undefined : toStored(row);
+}
+
+/**
+ * The next `limit` dead letters of one pipeline not re-driven yet, in id order after `afterId`
+ * (keyset paging: the ones that fail again stay pending and must not be met twice in one run).
+ */
+export async function nextPendingDeadLetters(
+  db: Queryable,
+  filter: DeadLetterFilter & { readonly pipeline: string },
+  afterId: string,
+  limit: number,
+): Promise<StoredDeadLetter[]> {
+  const params: unknown[] = [afterId];
+  const condition = where({ ...filter, pipeline: undefined, pendingOnly: true }, params);
+  params.push(filter.pipeline);
+  const result = await db.query<FullRow>(
+    `SELECT ${FULL_COLUMNS} FROM dead_letter_events
+      WHERE id > $1 AND ${condition} AND pipeline = $${params.length}
+      ORDER BY id LIMIT ${Math.trunc(limit)}`,
+    params,
+  );
+  return result.rows.map(toStored);
+}
+
+/** The pipelines that have dead letters matching the filter. */
+export async function pipelinesWithDeadLetters(db: Queryable, filter: DeadLetterFilter): Promise<string[]> {
+  const params: unknown[] = [];
+  const result = await db.query<{ pipeline: string }>(
+    `SELECT DISTINCT pipeline FROM dead_letter_events WHERE ${where(filter, params)} ORDER BY pipeline`,
+    params,
+  );
+  return result.rows.map((row) => row.pipeline);
+}
+
+/** Dead letters per pipeline and reason: how many are waiting and how many were re-driven. */
+export interface DeadLetterCount {
+  readonly pipeline: string;
+  readonly reason: string;
+  readonly pending: number;
+  readonly redriven: number;
+}
+
+/** Counts by pipeline and reason, for `verify`. */
+export async function countDeadLetters(db: Queryable): Promise<DeadLetterCount[]> {
+  const result = await db.query<{ pipeline: string; reason: string; pending: string; redriven: string }>(
+    `SELECT pipeline, reason,
+            count(*) FILTER (WHERE redriven_at IS NULL)::text AS pending,
+            count(*) FILTER (WHERE redriven_at IS NOT NULL)::text AS redriven
+       FROM dead_letter_events GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+  );
+  return result.rows.map((row) => ({
+    pipeline: row.pipeline,
+    reason: row.reason,
+    pending: Number(row.pending),
+    redriven: Number(row.redriven),
+  }));
+}
+
+function olderThan(olderThanMs: number, filter: DeadLetterFilter): { condition: string; params: unknown[] } {
+  const params: unknown[] = [olderThanMs];
+  return { condition: `created_at < now() - $1::bigint * interval '1 millisecond' AND ${where(filter, params)}`, params };
+}
+
+/** How many matching dead letters were stored more than `olderThanMs` ago (`purge --dry-run`). */
+export async function countPurgeable(db: Queryable, olderThanMs: number, filter: DeadLetterFilter): Promise<number> {
+  const { condition, params } = olderThan(olderThanMs, filter);
+  const result = await db.query<{ total: string }>(`SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition}`, params);
+  return Number(result.rows[0]?.total ?? 0);
+}
+
+/** Deletes the matching dead letters stored more than `olderThanMs` ago; returns how many. */
+export async function purgeDeadLetters(db: Queryable, olderThanMs: number, filter: DeadLetterFilter): Promise<number> {
+  const { condition, params } = olderThan(olderThanMs, filter);
+  const result = await db.query(`DELETE FROM dead_letter_events WHERE ${condition}`, params);
+  return result.rowCount ?? 0;
+}

@@ -1,0 +1,175 @@
+import type pg from 'pg';
+import type { CoreLogger } from '../shared/db.js';
+import type { DeadLetter } from '../shared/dead-letters.js';
+import { deadLetterRow } from '../shared/dead-letters.js';
+import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
+import type { SourceRecord } from '../shared/kafka-event-builder.js';
+import { processBatch } from '../shared/pipeline.js';
+import { isPipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
+import type { Queryable } from '../shared/queryable.js';
+import { createPipelineRuntime } from '../shared/runtime.js';
+import type { Settings } from '../shared/settings.js';
+import type { DeadLetterFilter, StoredDeadLetter } from './dead-letter-store.js';
+import { isTruncated, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
+
+/** A dead letter the re-drive had to leave alone, and why. */
+export interface NotRedrivable {
+  readonly id: string;
+  readonly why: string;
+}
+
+/** What the re-drive did for one pipeline. */
+export interface PipelineRedrive {
+  readonly pipeline: string;
+  /** Pending dead letters that matched the filter. */
+  readonly selected: number;
+  /** Now stored (or already present) and marked `redriven_at`. */
+  readonly redriven: number;
+  /** Failed again: left pending, their reason and detail updated. */
+  readonly stillFailing: number;
+  readonly notRedrivable: readonly NotRedrivable[];
+  /** Rows the re-driven messages wrote, as the batch reports count them. */
+  readonly inserted: number;
+  readonly updated: number;
+  readonly skipped: number;
+}
+
+/** The identity `dead_letter_events` enforces: coordinates plus the hash of the full value. */
+function identity(topic: string, partition: number, offset: string | number, sha256: Buffer): string {
+  return `${topic}\u0000${partition}\u0000${offset}\u0000${sha256.toString('hex')}`;
+}
+
+/** Rebuilds the record as Kafka delivered it, from what the dead letter stored. */
+function sourceRecord(letter: StoredDeadLetter): SourceRecord {
+  return {
+    topic: letter.topic,
+    partition: letter.partition,
+    offset: letter.offset,
+    timestamp: letter.kafkaTimestamp?.getTime() ?? -1,
+    key: letter.key,
+    value: letter.payload,
+    headers: letter.headers.map((header) => ({
+      name: header.name ?? Buffer.from(header.name_base64 ?? '', 'base64').toString('utf8'),
+      value: Buffer.from(header.value, 'base64'),
+    })),
+  };
+}
+
+/**
+ * Inside the batch's transaction, before COMMIT: the letters that failed again keep their row
+ * (the pipeline's insert met its own identity and did nothing) with the new reason and detail;
+ * every other letter of the batch is now stored and gets `redriven_at`.
+ */
+async function markOutcome(
+  client: Queryable,
+  batch: readonly StoredDeadLetter[],
+  failedAgain: readonly DeadLetter[],
+): Promise<{ redriven: number; stillFailing: number }> {
+  const idByIdentity = new Map(batch.map((letter) => [identity(letter.topic, letter.partition, letter.offset, letter.payloadSha256), letter.id]));
+  const failed = new Map<string, { reason: string; detail: string }>();
+  for (const letter of failedAgain) {
+    const row = deadLetterRow(letter);
+    const id = idByIdentity.get(identity(letter.record.topic, letter.record.partition, letter.record.offset, row.payloadSha256));
+    if (id !== undefined) failed.set(id, { reason: row.reason, detail: row.detail });
+  }
+  if (failed.size > 0) {
+    await client.query(
+      `UPDATE dead_letter_events AS stored SET reason = failed.reason, detail = failed.detail
+         FROM unnest($1::bigint[], $2::text[], $3::text[]) AS failed(id, reason, detail)
+        WHERE stored.id = failed.id`,
+      [[...failed.keys()], [...failed.values()].map((value) => value.reason), [...failed.values()].map((value) => value.detail)],
+    );
+  }
+  const stored = batch.map((letter) => letter.id).filter((id) => !failed.has(id));
+  const marked = await client.query('UPDATE dead_letter_events SET redriven_at = now() WHERE id = ANY($1::bigint[]) AND redriven_at IS NULL', [
+    stored,
+  ]);
+  return { redriven: marked.rowCount ?? 0, stillFailing: failed.size };
+}
+
+async function redrivePipeline(
+  db: Queryable,
+  name: PipelineName,
+  settings: Settings,
+  filter: DeadLetterFilter,
+  logger: CoreLogger,
+): Promise<PipelineRedrive> {
+  const runtime = createPipelineRuntime(name, settings, logger);
+  const totals = { selected: 0, redriven: 0, stillFailing: 0, inserted: 0, updated: 0, skipped: 0 };
+  const notRedrivable: NotRedrivable[] = [];
+  try {
+    let afterId = '0';
+    for (;;) {
+      const page = await nextPendingDeadLetters(db, { ...filter, pipeline: name }, afterId, settings.pipelines[name].batchSize);
+      if (page.length === 0) break;
+      afterId = page.at(-1)?.id ?? afterId;
+      totals.selected += page.length;
+      const batch = page.filter((letter) => !isTruncated(letter));
+      for (const letter of page.filter((candidate) => isTruncated(candidate))) {
+        notRedrivable.push({ id: letter.id, why: `payload truncated to ${letter.storedSize} of ${letter.payloadSize} bytes` });
+      }
+      if (batch.length === 0) continue;
+      let outcome = { redriven: 0, stillFailing: 0 };
+      const { report } = await processBatch(
+        buildKafkaEvent(batch.map(sourceRecord)),
+        runtime,
+        { remainingMs: () => Number.POSITIVE_INFINITY },
+        { beforeCommit: async (client, letters) => void (outcome = await markOutcome(client, batch, letters)) },
+      );
+      totals.redriven += outcome.redriven;
+      totals.stillFailing += outcome.stillFailing;
+      totals.inserted += report.inserted;
+      totals.updated += report.updated;
+      totals.skipped += report.skipped;
+    }
+  } finally {
+    await runtime.close();
+  }
+  return { pipeline: name, ...totals, notRedrivable };
+}
+
+/**
+ * Re-drives the pending dead letters that match `filter` through the same pipeline code as
+ * Kafka's records (decode, resolve, upsert), one transaction per batch of the pipeline's batch
+ * size: the ones that now succeed are stored and marked `redriven_at`, the ones that fail
+ * again stay pending with their detail updated. A truncated payload is never re-driven.
+ * Running it twice changes nothing the first run did.
+ */
+export async function redriveDeadLetters(
+  db: pg.Pool,
+  settings: Settings,
+  filter: DeadLetterFilter,
+  logger: CoreLogger,
+): Promise<PipelineRedrive[]> {
+  const results: PipelineRedrive[] = [];
+  for (const pipeline of await pipelinesWithDeadLetters(db, { ...filter, pendingOnly: true })) {
+    if (isPipelineName(pipeline)) {
+      results.push(await redrivePipeline(db, pipeline, settings, filter, logger));
+      continue;
+    }
+    const { letters } = await listUnknown(db, pipeline, filter);
+    results.push({
+      pipeline,
+      selected: letters.length,
+      redriven: 0,
+      stillFailing: 0,
+      notRedrivable: letters.map((id) => ({ id, why: `no pipeline named ${JSON.stringify(pipeline)}` })),
+      inserted: 0,
+      updated: 0,
+      skipped: 0,
+    });
+  }
+  return results;
+}
+
+async function listUnknown(db: Queryable, pipeline: string, filter: DeadLetterFilter): Promise<{ letters: string[] }> {
+  const letters: string[] = [];
+  let afterId = '0';
+  for (;;) {
+    const page = await nextPendingDeadLetters(db, { ...filter, pipeline }, afterId, 1000);
+    if (page.length === 0) return { letters };
+    letters.push(...page.map((letter) => letter.id));
+    afterId = page.at(-1)?.id ?? afterId;
+  }
+}
