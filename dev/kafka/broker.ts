@@ -136,38 +136,27 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
   const dataDir = options.ephemeral
     ? await mkdtemp(join(tmpdir(), 'kafka-dev-'))
     : resolve(options.dataDir ?? DEFAULT_DATA_DIR);
-  await mkdir(dataDir, { recursive: true });
-
-  const running = await findBroker(dataDir);
-  if (running !== undefined) throw new BrokerAlreadyRunningError(running.pid, running.brokers, dataDir);
-
-  const [port, controllerPort] = await choosePorts(options.port ?? 0, options.controllerPort ?? 0);
   const propertiesFile = join(dataDir, PROPERTIES_FILE);
   const logFile = join(dataDir, LOG_FILE);
   const pidFile = join(dataDir, PID_FILE);
-  const brokers = [`127.0.0.1:${port}`];
-  await writeFile(propertiesFile, serverProperties(dataDir, port, controllerPort));
-
   const began = Date.now();
-  let formatMs: number | undefined;
-  const logHandle = await open(logFile, 'w');
-  let jvm: ChildProcess;
-  let pid: number;
+
+  let port: number;
+  let launched: Launched;
   try {
-    if (!(await exists(join(dataDir, LOG_DIRS, 'meta.properties')))) {
-      await formatStorage(distribution.classpath, propertiesFile, logHandle.fd, logFile);
-      formatMs = Date.now() - began;
-    }
-    jvm = spawn(java(), [...jvmOptions(heapMb, dataDir), '-cp', distribution.classpath, MAIN_CLASS, propertiesFile], {
-      detached: true,
-      stdio: ['ignore', logHandle.fd, logHandle.fd],
-    });
-    pid = await spawned(jvm);
-  } finally {
-    await logHandle.close();
+    await mkdir(dataDir, { recursive: true });
+    const running = await findBroker(dataDir);
+    if (running !== undefined) throw new BrokerAlreadyRunningError(running.pid, running.brokers, dataDir);
+    let controllerPort: number;
+    [port, controllerPort] = await choosePorts(options.port ?? 0, options.controllerPort ?? 0);
+    await writeFile(propertiesFile, serverProperties(dataDir, port, controllerPort));
+    launched = await launch(distribution.classpath, heapMb, dataDir);
+  } catch (error) {
+    if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });
+    throw error;
   }
-  jvm.unref();
-  await writeFile(pidFile, `${pid}\n`);
+  const { jvm, pid, formatMs } = launched;
+  const brokers = [`127.0.0.1:${port}`];
   const stopTimeoutMs = options.stopTimeoutMs ?? 30_000;
   const guardian: Guardian | undefined = options.detached
     ? undefined
@@ -185,13 +174,15 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
   };
 
   try {
+    await writeFile(pidFile, `${pid}\n`);
     await waitUntilReady(brokers, jvm, options.startTimeoutMs ?? 120_000);
   } catch (error) {
     const tail = await logTail(logFile);
     await stop();
-    throw new Error(`Kafka broker on ${brokers[0]} did not start: ${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`, {
-      cause: error,
-    });
+    throw new Error(
+      `Kafka broker on ${brokers[0]} did not start: ${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`,
+      { cause: error },
+    );
   }
   const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
   log(
@@ -273,6 +264,37 @@ function java(): string {
   return process.env.JAVA_HOME ? join(process.env.JAVA_HOME, 'bin', 'java') : 'java';
 }
 
+interface Launched {
+  readonly jvm: ChildProcess;
+  readonly pid: number;
+  /** How long formatting the data folder took; undefined when it was formatted already. */
+  readonly formatMs: number | undefined;
+}
+
+/** Formats the data folder on first use, then spawns the broker's JVM, logging to broker.log. */
+async function launch(classpath: string, heapMb: number, dataDir: string): Promise<Launched> {
+  const propertiesFile = join(dataDir, PROPERTIES_FILE);
+  const logFile = join(dataDir, LOG_FILE);
+  const logHandle = await open(logFile, 'w');
+  try {
+    let formatMs: number | undefined;
+    if (!(await exists(join(dataDir, LOG_DIRS, 'meta.properties')))) {
+      const began = Date.now();
+      await formatStorage(classpath, propertiesFile, logHandle.fd, logFile);
+      formatMs = Date.now() - began;
+    }
+    const jvm = spawn(java(), [...jvmOptions(heapMb, dataDir), '-cp', classpath, MAIN_CLASS, propertiesFile], {
+      detached: true,
+      stdio: ['ignore', logHandle.fd, logHandle.fd],
+    });
+    const pid = await spawned(jvm);
+    jvm.unref();
+    return { jvm, pid, formatMs };
+  } finally {
+    await logHandle.close();
+  }
+}
+
 /** `kafka-storage.sh format` without the script: a static single-voter quorum needs no --standalone. */
 async function formatStorage(classpath: string, propertiesFile: string, logFd: number, logFile: string): Promise<void> {
   const child = spawn(
@@ -280,10 +302,9 @@ async function formatStorage(classpath: string, propertiesFile: string, logFd: n
     ['-Xmx256m', '-cp', classpath, 'kafka.tools.StorageTool', 'format', '--ignore-formatted', `--cluster-id=${clusterId()}`, `--config=${propertiesFile}`],
     { stdio: ['ignore', logFd, logFd] },
   );
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', resolve);
-  });
+  const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+  await spawned(child);
+  const code = await closed;
   if (code !== 0) {
     throw new Error(`kafka.tools.StorageTool format exited with ${String(code)}:\n${await logTail(logFile)}`);
   }

@@ -8,7 +8,7 @@
  * `start` returns once the broker accepts clients and leaves it running in the background;
  * `stop` finds it through the pid file in the data folder.
  */
-import { relative } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BrokerAlreadyRunningError, DEFAULT_DATA_DIR, brokersFromEnv, resolveKafka, startBroker, stopBroker } from './broker.js';
 
@@ -25,8 +25,8 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const log = (line: string): void => console.log(line);
-  const dataDir = values['data-dir'];
-  const shown = relative(process.cwd(), dataDir) || '.';
+  const dataDir = resolve(values['data-dir']);
+  const shown = display(dataDir);
 
   switch (positionals[0]) {
     case 'resolve': {
@@ -50,7 +50,8 @@ async function main(argv: string[]): Promise<number> {
           detached: true,
           log,
         });
-        log(`KAFKA_BROKERS=${broker.brokers.join(',')}  (log: ${relative(process.cwd(), broker.logFile)}; stop: npm run kafka:stop)`);
+        const stop = dataDir === DEFAULT_DATA_DIR ? 'npm run kafka:stop' : `npm run kafka:stop -- --data-dir ${shown}`;
+        log(`KAFKA_BROKERS=${broker.brokers.join(',')}  (log: ${display(broker.logFile)}; stop: ${stop})`);
         return 0;
       } catch (error) {
         if (error instanceof BrokerAlreadyRunningError) {
@@ -69,6 +70,12 @@ async function main(argv: string[]): Promise<number> {
       console.error(USAGE);
       return 2;
   }
+}
+
+/** A path relative to the working directory when it lies inside it, else absolute. */
+function display(path: string): string {
+  const fromHere = relative(process.cwd(), path);
+  return fromHere === '' ? '.' : fromHere.startsWith('..') ? path : fromHere;
 }
 
 function port(value: string | undefined, flag: string): number {
