@@ -1,0 +1,256 @@
+import type { Admin } from 'kafkajs';
+import type pg from 'pg';
+import { describeTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
+import { loadHostSettings } from '../../host/settings.js';
+import { createPool } from '../../shared/db.js';
+import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
+import { describeMismatches } from '../../shared/migrations/status.js';
+import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { Settings } from '../../shared/settings.js';
+import type { CliIo, Command } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { cliLogger } from '../context.js';
+import type { DeadLetterCount } from '../dead-letter-store.js';
+import { countDeadLetters } from '../dead-letter-store.js';
+import type { GroupPosition } from '../kafka.js';
+import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
+import { renderJson, renderTable } from '../output.js';
+
+/** The checks, in the order they run; the first that fails stops the run and is named. */
+export const VERIFY_STEPS = ['schema', 'topics', 'messages', 'dead-letters', 'lag'] as const;
+export type VerifyStep = (typeof VERIFY_STEPS)[number];
+
+/** The default `--max-lag`: above it, a group's total lag fails the check. */
+export const DEFAULT_MAX_LAG = 10_000;
+
+/** What one step found. */
+interface StepOutcome {
+  readonly ok: boolean;
+  readonly summary: string;
+  readonly data: unknown;
+}
+
+/** One step in the report. */
+export interface StepReport {
+  readonly step: VerifyStep;
+  readonly status: 'ok' | 'failed' | 'not run';
+  readonly summary: string;
+  readonly data: unknown;
+}
+
+interface VerifyContext {
+  readonly settings: Settings;
+  readonly pipelines: readonly PipelineName[];
+  readonly pool: pg.Pool;
+  /** Connected by the first step that needs it, so an unreachable broker fails that step. */
+  readonly admin: () => Promise<Admin>;
+  readonly maxLag: bigint;
+}
+
+async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
+  const status = await schemaStatus(pool);
+  const files = await loadMigrations(DEFAULT_MIGRATIONS_DIRECTORY);
+  const pending = files.filter((file) => status.pending.includes(file.version)).map((file) => file.fileName);
+  const problems = [
+    ...(pending.length > 0 ? [`not applied: ${pending.join(', ')}`] : []),
+    ...(status.mismatches.length > 0 ? [describeMismatches(status.mismatches)] : []),
+  ];
+  const newer = status.unknownApplied.length > 0 ? `; applied versions newer than this code: ${status.unknownApplied.join(', ')}` : '';
+  return {
+    ok: status.upToDate,
+    summary: status.upToDate ? `${status.applied.length} migrations applied, checksums match${newer}` : problems.join('; '),
+    data: { applied: status.applied.map((row) => row.version), pending, mismatches: status.mismatches, unknownApplied: status.unknownApplied },
+  };
+}
+
+async function checkTopics({ settings, pipelines, admin }: VerifyContext): Promise<StepOutcome> {
+  const topics = pipelines.map((name) => settings.pipelines[name].topic);
+  const described = await describeTopics(await admin(), topics);
+  const problems = described.flatMap(({ topic, partitions }) =>
+    partitions === null
+      ? [`topic ${topic} does not exist`]
+      : partitions < TOPIC_PARTITIONS
+        ? [`topic ${topic} has ${partitions} partition(s), ${TOPIC_PARTITIONS} required`]
+        : [],
+  );
+  return {
+    ok: problems.length === 0,
+    summary: problems.length > 0 ? problems.join('; ') : described.map(({ topic, partitions }) => `${topic}: ${partitions}`).join(', '),
+    data: described,
+  };
+}
+
+async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext): Promise<StepOutcome> {
+  const connected = await admin();
+  const rows = await Promise.all(
+    pipelines.map(async (name) => {
+      const { topic } = settings.pipelines[name];
+      const table = PIPELINE_DEFINITIONS[name].table.name;
+      const offsets = await connected.fetchTopicOffsets(topic);
+      const messages = offsets.reduce((sum, { low, high }) => sum + BigInt(high) - BigInt(low), 0n);
+      const counted = await pool.query<{ rows: string }>(`SELECT count(*)::text AS rows FROM ${table}`);
+      return { pipeline: name, topic, messages: Number(messages), table, rows: Number(counted.rows[0]?.rows ?? 0) };
+    }),
+  );
+  return {
+    ok: true,
+    summary: rows.map((row) => `${row.topic}: ${row.messages} message(s), ${row.table}: ${row.rows} row(s)`).join('; '),
+    data: rows,
+  };
+}
+
+async function checkDeadLetters({ pool }: VerifyContext): Promise<StepOutcome> {
+  const counts: DeadLetterCount[] = await countDeadLetters(pool);
+  const pending = counts.reduce((sum, count) => sum + count.pending, 0);
+  const redriven = counts.reduce((sum, count) => sum + count.redriven, 0);
+  return { ok: true, summary: `${pending} pending, ${redriven} re-driven`, data: counts };
+}
+
+async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): Promise<StepOutcome> {
+  const connected = await admin();
+  const positions: GroupPosition[] = await Promise.all(pipelines.map((name) => groupPosition(connected, settings.pipelines[name])));
+  const problems = positions.flatMap((position) =>
+    position.lag > maxLag
+      ? [`group ${position.group} lags ${position.lag} message(s), more than ${maxLag}`]
+      : position.lag > 0n && position.members.length === 0
+        ? [`group ${position.group} has ${position.lag} message(s) of lag and no members: its pipeline is not consuming`]
+        : [],
+  );
+  return {
+    ok: problems.length === 0,
+    summary: problems.length > 0 ? problems.join('; ') : positions.map((position) => `${position.group}: ${position.lag}`).join(', '),
+    data: positions.map(positionJson),
+  };
+}
+
+const CHECKS: Record<VerifyStep, (context: VerifyContext) => Promise<StepOutcome>> = {
+  schema: checkSchema,
+  topics: checkTopics,
+  messages: checkMessages,
+  'dead-letters': checkDeadLetters,
+  lag: checkLag,
+};
+
+/** Runs the steps in order and stops at the first that fails (an error fails its step too). */
+export async function runVerifySteps(context: VerifyContext): Promise<StepReport[]> {
+  const reports: StepReport[] = [];
+  let failed = false;
+  for (const step of VERIFY_STEPS) {
+    if (failed) {
+      reports.push({ step, status: 'not run', summary: '', data: null });
+      continue;
+    }
+    let outcome: StepOutcome;
+    try {
+      outcome = await CHECKS[step](context);
+    } catch (error) {
+      outcome = { ok: false, summary: error instanceof Error ? error.message : String(error), data: null };
+    }
+    failed = !outcome.ok;
+    reports.push({ step, status: outcome.ok ? 'ok' : 'failed', summary: outcome.summary, data: outcome.data });
+  }
+  return reports;
+}
+
+function renderReport(reports: readonly StepReport[]): string {
+  let text = renderTable<StepReport>(
+    [
+      { header: 'STEP', value: (report) => report.step },
+      { header: 'STATUS', value: (report) => report.status },
+      { header: 'RESULT', value: (report) => report.summary },
+    ],
+    reports,
+  );
+  const data = (step: VerifyStep) => reports.find((report) => report.step === step && report.status !== 'not run')?.data;
+  const messages = data('messages') as Array<{ pipeline: string; topic: string; messages: number; table: string; rows: number }> | undefined;
+  if (messages) {
+    text += `\n${renderTable(
+      [
+        { header: 'PIPELINE', value: (row: (typeof messages)[number]) => row.pipeline },
+        { header: 'TOPIC', value: (row) => row.topic },
+        { header: 'MESSAGES', value: (row) => row.messages, align: 'right' },
+        { header: 'TABLE', value: (row) => row.table },
+        { header: 'ROWS', value: (row) => row.rows, align: 'right' },
+      ],
+      messages,
+    )}`;
+  }
+  const deadLetters = data('dead-letters') as DeadLetterCount[] | undefined;
+  if (deadLetters) {
+    text += `\n${renderTable<DeadLetterCount>(
+      [
+        { header: 'PIPELINE', value: (row) => row.pipeline },
+        { header: 'REASON', value: (row) => row.reason },
+        { header: 'PENDING', value: (row) => row.pending, align: 'right' },
+        { header: 'REDRIVEN', value: (row) => row.redriven, align: 'right' },
+      ],
+      deadLetters,
+    )}`;
+  }
+  const lag = data('lag') as Array<ReturnType<typeof positionJson>> | undefined;
+  if (lag) {
+    text += `\n${renderTable(
+      [
+        { header: 'PIPELINE', value: (row: (typeof lag)[number]) => row.pipeline },
+        { header: 'GROUP', value: (row) => row.group },
+        { header: 'STATE', value: (row) => row.state },
+        { header: 'MEMBERS', value: (row) => row.members.length, align: 'right' },
+        { header: 'LAG', value: (row) => row.lag, align: 'right' },
+      ],
+      lag,
+    )}`;
+  }
+  const failed = reports.find((report) => report.status === 'failed');
+  return `${text}\n${failed ? `verify FAILED at step ${failed.step}: ${failed.summary}` : 'verify: everything holds'}\n`;
+}
+
+/** `verify`: the stack end to end, step by step. */
+export const verify: Command = {
+  name: 'verify',
+  summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
+  help: `Usage: storage-consumer verify [--max-lag N] [--json]
+
+Checks, in this order, and stops at the first check that fails, naming it:
+  schema        every migration applied, checksums match
+  topics        each pipeline's topic exists with ${TOPIC_PARTITIONS} partitions
+  messages      messages on each topic and rows in each table (reported; an idle topic is fine)
+  dead-letters  dead letters per pipeline and reason (reported)
+  lag           each group's lag: fails above --max-lag, or when a group has lag and no members
+The pipelines are those of STORAGE_PIPELINES (all three by default). Exit 0 only when every
+check holds, 1 when one failed.
+
+  --max-lag N   highest total lag per group that passes (default ${DEFAULT_MAX_LAG})
+  --json        the whole report as JSON
+`,
+  async run(args: readonly string[], io: CliIo): Promise<number> {
+    const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' } });
+    if (!parsed) return EXIT.ok;
+    const rawMaxLag = parsed.values['max-lag'];
+    if (rawMaxLag !== undefined && !/^\d+$/.test(rawMaxLag)) throw new UsageError(`--max-lag must be a whole number >= 0, got ${JSON.stringify(rawMaxLag)}`);
+    const maxLag = BigInt(rawMaxLag ?? DEFAULT_MAX_LAG);
+    const host = loadHostSettings(io.env);
+    const pool = createPool(host.storage.database, cliLogger(io), 'cli-verify');
+    const admin = createKafkaAdmin(host.kafka);
+    let connected: Promise<Admin> | undefined;
+    try {
+      const reports = await runVerifySteps({
+        settings: host.storage,
+        pipelines: host.storage.selectedPipelines,
+        pool,
+        admin: () => (connected ??= admin.connect().then(() => admin)),
+        maxLag,
+      });
+      const ok = reports.every((report) => report.status === 'ok');
+      if (parsed.values.json === true) {
+        const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
+        io.stdout(renderJson({ ok, failedStep, maxLag: Number(maxLag), steps: reports }));
+      } else {
+        io.stdout(renderReport(reports));
+      }
+      return ok ? EXIT.ok : EXIT.failed;
+    } finally {
+      await Promise.allSettled([pool.end(), connected === undefined ? Promise.resolve() : admin.disconnect()]);
+    }
+  },
+};

@@ -1,0 +1,150 @@
+import { Kafka, logLevel } from 'kafkajs';
+import type { Admin, KafkaConfig, SASLOptions } from 'kafkajs';
+import type { KafkaSettings } from '../host/settings.js';
+import { loadHostSettings } from '../host/settings.js';
+import type { Environment } from '../shared/env.js';
+import type { PipelineSettings, Settings } from '../shared/settings.js';
+import type { CliIo } from './command.js';
+
+/** kafkajs client options from the host's Kafka settings (brokers, TLS, SASL). */
+function clientConfig(kafka: KafkaSettings): KafkaConfig {
+  return {
+    clientId: `${kafka.clientId}-cli`,
+    brokers: [...kafka.brokers],
+    ssl: kafka.ssl ? { rejectUnauthorized: kafka.ssl.rejectUnauthorized, ...(kafka.ssl.ca ? { ca: [kafka.ssl.ca] } : {}) } : false,
+    ...(kafka.sasl ? { sasl: { ...kafka.sasl } as SASLOptions } : {}),
+    // A command reports its own errors; kafkajs' retries would only repeat them on stderr.
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 3 },
+  };
+}
+
+/** A connected admin and the settings it was made from. */
+export interface KafkaContext {
+  readonly admin: Admin;
+  readonly settings: Settings;
+}
+
+/** A kafkajs admin (not connected yet) for the host's Kafka settings: brokers, TLS, SASL. */
+export function createKafkaAdmin(kafka: KafkaSettings): Admin {
+  return new Kafka(clientConfig(kafka)).admin();
+}
+
+/**
+ * Connects an admin as the host would connect (`KAFKA_BROKERS`, TLS and SASL variables, read
+ * and validated by the host's settings). The caller disconnects it.
+ */
+export async function connectKafkaAdmin(env: Environment): Promise<KafkaContext> {
+  const host = loadHostSettings(env);
+  const admin = createKafkaAdmin(host.kafka);
+  await admin.connect();
+  return { admin, settings: host.storage };
+}
+
+/** Runs `work` with a connected admin (see {@link connectKafkaAdmin}); always disconnects. */
+export async function withKafkaAdmin<T>(io: CliIo, work: (context: KafkaContext) => Promise<T>): Promise<T> {
+  const context = await connectKafkaAdmin(io.env);
+  try {
+    return await work(context);
+  } finally {
+    await context.admin.disconnect();
+  }
+}
+
+/** One member of a consumer group. */
+export interface GroupMember {
+  readonly memberId: string;
+  readonly clientId: string;
+  readonly clientHost: string;
+}
+
+/** One partition of a group's topic: where the group is and where the topic ends. */
+export interface PartitionPosition {
+  readonly partition: number;
+  /** The committed offset (the next one to read); `null` when the group never committed. */
+  readonly committed: bigint | null;
+  /** The earliest offset still on the broker. */
+  readonly start: bigint;
+  /** The end (high watermark): the offset the next produced message gets. */
+  readonly end: bigint;
+  /** Messages the group has not consumed yet (from `start` when it never committed: a new group reads from the earliest). */
+  readonly lag: bigint;
+}
+
+/** One pipeline's consumer group on its topic. */
+export interface GroupPosition {
+  readonly pipeline: string;
+  readonly group: string;
+  readonly topic: string;
+  /** The coordinator's group state: Stable, Empty, PreparingRebalance, Dead (never existed) ... */
+  readonly state: string;
+  readonly members: readonly GroupMember[];
+  readonly partitions: readonly PartitionPosition[];
+  readonly lag: bigint;
+}
+
+/** The group's members and state, as the coordinator describes them. */
+export async function describeGroup(admin: Admin, group: string): Promise<{ state: string; members: GroupMember[] }> {
+  const { groups } = await admin.describeGroups([group]);
+  const described = groups[0];
+  return {
+    state: described?.state ?? 'Unknown',
+    members: (described?.members ?? []).map(({ memberId, clientId, clientHost }) => ({ memberId, clientId, clientHost })),
+  };
+}
+
+/** The committed offset per partition; a partition without one is absent. */
+export async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
+  const [result] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  const committed = new Map<number, bigint>();
+  for (const { partition, offset } of result?.partitions ?? []) {
+    const value = BigInt(offset);
+    if (value >= 0n) committed.set(partition, value);
+  }
+  return committed;
+}
+
+/** Where one pipeline's group stands on its topic, partition by partition, and its members. */
+export async function groupPosition(admin: Admin, pipeline: PipelineSettings): Promise<GroupPosition> {
+  const [description, ends, committed] = await Promise.all([
+    describeGroup(admin, pipeline.group),
+    admin.fetchTopicOffsets(pipeline.topic),
+    committedOffsets(admin, pipeline.group, pipeline.topic),
+  ]);
+  const partitions = ends
+    .map(({ partition, low, high }): PartitionPosition => {
+      const start = BigInt(low);
+      const end = BigInt(high);
+      const position = committed.get(partition) ?? null;
+      const from = position === null || position < start ? start : position;
+      return { partition, committed: position, start, end, lag: end > from ? end - from : 0n };
+    })
+    .sort((a, b) => a.partition - b.partition);
+  return {
+    pipeline: pipeline.name,
+    group: pipeline.group,
+    topic: pipeline.topic,
+    ...description,
+    partitions,
+    lag: partitions.reduce((sum, partition) => sum + partition.lag, 0n),
+  };
+}
+
+/** A position as JSON carries it: offsets as strings (never rounded), counts as numbers. */
+export function positionJson(position: GroupPosition) {
+  return {
+    pipeline: position.pipeline,
+    group: position.group,
+    topic: position.topic,
+    state: position.state,
+    members: position.members,
+    lag: Number(position.lag),
+    partitions: position.partitions.map((partition) => ({
+      partition: partition.partition,
+      committed: partition.committed?.toString() ?? null,
+      start: partition.start.toString(),
+      end: partition.end.toString(),
+      lag: Number(partition.lag),
+    })),
+  };
+}

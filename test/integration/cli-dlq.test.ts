@@ -1,0 +1,265 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processBatch } from '../../shared/pipeline.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import { createPipelineRuntime } from '../../shared/runtime.js';
+import type { TestSchema } from '../helpers/database.js';
+import { createMigratedSchema } from '../helpers/database.js';
+import { runBin, runCli, tableRows } from '../helpers/cli.js';
+import { sampleAppStats, sampleReview } from '../helpers/messages.js';
+import type { TestRecord } from '../helpers/pipeline.js';
+import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+
+const WEATHER = { id: 101, package_name: 'com.example.weather' };
+const LATE = { id: 202, package_name: 'com.example.late' };
+
+let schema: TestSchema;
+let env: Record<string, string>;
+
+/** Stores a batch through the real pipeline, as a host or Lambda would. */
+async function ingest(pipeline: PipelineName, topic: string, records: readonly TestRecord[]): Promise<void> {
+  const runtime = createPipelineRuntime(pipeline, testSettings(schema.url), captureLogger());
+  try {
+    await processBatch(lambdaEvent(topic, records), runtime, { remainingMs: () => 60_000 });
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function deadLetters(): Promise<Array<{ id: string; reason: string; detail: string; redriven_at: Date | null; kafka_offset: string }>> {
+  const result = await schema.pool.query(
+    'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY id',
+  );
+  return result.rows;
+}
+
+async function count(table: string): Promise<number> {
+  const result = await schema.pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`);
+  return Number(result.rows[0]?.n);
+}
+
+const lateReview = (index: number) => ({ ...sampleReview(), review_id: `gp:late-${index}`, package_name: LATE.package_name });
+const BROKEN_JSON = '{"review_id": "gp:broken", ';
+const NOT_UTF8 = Buffer.from([0x7b, 0xff, 0xfe, 0x7d]);
+const HUGE_INVALID = `{"review_id": "${'x'.repeat(70 * 1024)}"`;
+
+beforeAll(async () => {
+  schema = await createMigratedSchema([WEATHER], 'clidlq');
+  env = { DATABASE_URL: schema.url, STORAGE_DB_RETRY_BASE_MS: '20' };
+  await ingest('reviews', 'reviews', [
+    { partition: 0, offset: 10, value: lateReview(1), key: 'gp:late-1', headers: [{ name: 'trace', value: 'abc' }] },
+    { partition: 0, offset: 11, value: sampleReview() },
+    { partition: 1, offset: 20, value: lateReview(2) },
+    { partition: 1, offset: 21, value: BROKEN_JSON },
+    { partition: 2, offset: 30, value: NOT_UTF8 },
+    { partition: 2, offset: 31, value: HUGE_INVALID },
+  ]);
+  await ingest('app-stats', 'app-stats', [{ partition: 0, offset: 5, value: { ...sampleAppStats(), package_name: LATE.package_name } }]);
+});
+
+afterAll(async () => {
+  await schema?.drop();
+});
+
+describe('dlq list', () => {
+  it('lists every dead letter newest first, and --json carries the same figures', async () => {
+    // Prepare
+    const stored = await deadLetters();
+    expect(stored.map((row) => row.reason).sort()).toEqual([
+      'invalid_encoding',
+      'invalid_json',
+      'invalid_json',
+      'unknown_application',
+      'unknown_application',
+      'unknown_application',
+    ]);
+
+    // Act
+    const table = await runCli(['dlq', 'list'], env);
+    const json = await runCli(['dlq', 'list', '--json'], env);
+
+    // Assess
+    expect(table.code).toBe(0);
+    expect(json.code).toBe(0);
+    const [header, ...rows] = tableRows(table.stdout);
+    expect(header).toEqual(['ID', 'STORED', 'PIPELINE', 'COORDINATES', 'REASON', 'SIZE', 'REDRIVEN', 'DETAIL']);
+    const listed = JSON.parse(json.stdout) as {
+      total: number;
+      letters: Array<{ id: string; pipeline: string; topic: string; partition: number; offset: string; reason: string; payloadSize: number; truncated: boolean }>;
+    };
+    expect(listed.total).toBe(6);
+    expect(table.stdout).toContain('6 of 6 shown');
+    const dataRows = rows.slice(0, -1);
+    expect(dataRows.map((row) => row[0])).toEqual(listed.letters.map((letter) => letter.id));
+    for (const [index, letter] of listed.letters.entries()) {
+      const row = dataRows[index] ?? [];
+      expect(row[2]).toBe(letter.pipeline);
+      expect(row[3]).toBe(`${letter.topic}-${letter.partition}@${letter.offset}`);
+      expect(row[4]).toBe(letter.reason);
+      expect(row[5]).toBe(`${letter.payloadSize}${letter.truncated ? ' truncated' : ''}`);
+    }
+    expect(listed.letters.filter((letter) => letter.truncated).map((letter) => letter.offset)).toEqual(['31']);
+  });
+
+  it('filters by pipeline, reason and --since', async () => {
+    const byPipeline = JSON.parse((await runCli(['dlq', 'list', '--pipeline', 'app-stats', '--json'], env)).stdout) as { total: number };
+    const byReason = JSON.parse((await runCli(['dlq', 'list', '--reason', 'invalid_json', '--json'], env)).stdout) as { total: number };
+    const future = JSON.parse((await runCli(['dlq', 'list', '--since', '2999-01-01', '--json'], env)).stdout) as { total: number };
+    const recent = JSON.parse((await runCli(['dlq', 'list', '--since', '1h', '--json'], env)).stdout) as { total: number };
+
+    expect(byPipeline.total).toBe(1);
+    expect(byReason.total).toBe(2);
+    expect(future.total).toBe(0);
+    expect(recent.total).toBe(6);
+  });
+
+  it('refuses a bad filter as a usage error (exit 2)', async () => {
+    const badReason = await runCli(['dlq', 'list', '--reason', 'nope'], env);
+    const badSince = await runCli(['dlq', 'list', '--since', 'yesterday'], env);
+
+    expect(badReason.code).toBe(2);
+    expect(badReason.stderr).toContain('--reason must be one of');
+    expect(badReason.stderr).toContain('storage-consumer dlq list --help');
+    expect(badSince.code).toBe(2);
+  });
+});
+
+describe('dlq show', () => {
+  it('shows coordinates, reason, detail and a UTF-8 payload as text', async () => {
+    const [letter] = (await deadLetters()).filter((row) => row.kafka_offset === '10');
+
+    const shown = await runCli(['dlq', 'show', letter?.id ?? ''], env);
+    const json = await runCli(['dlq', 'show', letter?.id ?? '', '--json'], env);
+
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/coordinates:\s+reviews-0@10/);
+    expect(shown.stdout).toMatch(/reason:\s+unknown_application/);
+    expect(shown.stdout).toMatch(/key:\s+gp:late-1/);
+    expect(shown.stdout).toContain('payload (UTF-8 text):');
+    expect(shown.stdout).toContain('"review_id":"gp:late-1"');
+    const parsed = JSON.parse(json.stdout) as { payload: { encoding: string; text: string }; headers: unknown[]; offset: string };
+    expect(parsed.offset).toBe('10');
+    expect(parsed.payload.encoding).toBe('utf8');
+    expect(JSON.parse(parsed.payload.text)).toEqual(lateReview(1));
+    expect(parsed.headers).toEqual([{ name: 'trace', value: Buffer.from('abc').toString('base64') }]);
+  });
+
+  it('shows a payload that is not UTF-8 as hex, and says when one was truncated', async () => {
+    const rows = await deadLetters();
+    const notUtf8 = rows.find((row) => row.kafka_offset === '30');
+    const huge = rows.find((row) => row.kafka_offset === '31');
+
+    const hex = await runCli(['dlq', 'show', notUtf8?.id ?? ''], env);
+    const truncated = await runCli(['dlq', 'show', huge?.id ?? ''], env);
+
+    expect(hex.stdout).toContain(`payload (hex: not valid UTF-8):\n${NOT_UTF8.toString('hex')}\n`);
+    expect(truncated.stdout).toContain(`${Buffer.byteLength(HUGE_INVALID)} bytes, truncated to 65536: cannot be re-driven`);
+  });
+
+  it('exits 1 for an unknown id and 2 for a malformed one', async () => {
+    expect((await runCli(['dlq', 'show', '999999'], env)).code).toBe(1);
+    expect((await runCli(['dlq', 'show', 'abc'], env)).code).toBe(2);
+    expect((await runCli(['dlq', 'show'], env)).code).toBe(2);
+  });
+});
+
+describe('dlq redrive', () => {
+  it('stores the letters whose app is now registered, marks them, leaves broken ones alone; a second run is a no-op', async () => {
+    // Prepare: the app arrives after its messages; one broken letter carries an outdated detail.
+    await schema.pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, true)', [
+      LATE.id,
+      LATE.package_name,
+    ]);
+    const broken = (await deadLetters()).find((row) => row.kafka_offset === '21');
+    const originalDetail = broken?.detail;
+    await schema.pool.query("UPDATE dead_letter_events SET detail = 'outdated' WHERE id = $1", [broken?.id]);
+    const reviewsBefore = await count('reviews');
+
+    // Act
+    const first = await runCli(['dlq', 'redrive', '--json'], env);
+
+    // Assess: rows appeared, their letters are marked, the rest stays pending with a fresh detail.
+    expect(first.code).toBe(0);
+    const report = JSON.parse(first.stdout) as {
+      pipelines: Array<{ pipeline: string; selected: number; redriven: number; stillFailing: number; inserted: number; notRedrivable: Array<{ why: string }> }>;
+    };
+    const reviews = report.pipelines.find((entry) => entry.pipeline === 'reviews');
+    const appStats = report.pipelines.find((entry) => entry.pipeline === 'app-stats');
+    expect(reviews).toMatchObject({ selected: 5, redriven: 2, stillFailing: 2, inserted: 2 });
+    expect(reviews?.notRedrivable.map((entry) => entry.why)).toEqual([`payload truncated to 65536 of ${Buffer.byteLength(HUGE_INVALID)} bytes`]);
+    expect(appStats).toMatchObject({ selected: 1, redriven: 1, stillFailing: 0, inserted: 1 });
+    expect(await count('reviews')).toBe(reviewsBefore + 2);
+    expect(await count('app_stats')).toBe(1);
+    const stored = await schema.pool.query('SELECT review_id, source_partition, source_offset::text FROM reviews WHERE review_id LIKE $1 ORDER BY review_id', ['gp:late-%']);
+    expect(stored.rows).toEqual([
+      { review_id: 'gp:late-1', source_partition: 0, source_offset: '10' },
+      { review_id: 'gp:late-2', source_partition: 1, source_offset: '20' },
+    ]);
+    const after = await deadLetters();
+    expect(after).toHaveLength(6);
+    const marked = after.filter((row) => row.redriven_at !== null).map((row) => row.kafka_offset).sort();
+    expect(marked).toEqual(['10', '20', '5']);
+    const stillBroken = after.find((row) => row.kafka_offset === '21');
+    expect(stillBroken?.redriven_at).toBeNull();
+    expect(stillBroken?.detail).toBe(originalDetail);
+
+    // Act again: nothing changes.
+    const second = await runCli(['dlq', 'redrive', '--json'], env);
+    const again = JSON.parse(second.stdout) as typeof report;
+    expect(second.code).toBe(0);
+    expect(again.pipelines.map((entry) => [entry.pipeline, entry.redriven, entry.inserted])).toEqual([['reviews', 0, 0]]);
+    expect(await count('reviews')).toBe(reviewsBefore + 2);
+    expect(await deadLetters()).toEqual(after);
+  });
+
+  it('prints a table with the same figures, and names what it could not re-drive', async () => {
+    const table = await runCli(['dlq', 'redrive', '--pipeline', 'reviews'], env);
+
+    expect(table.code).toBe(0);
+    const [header, row] = tableRows(table.stdout);
+    expect(header).toEqual(['PIPELINE', 'SELECTED', 'REDRIVEN', 'STILL_FAILING', 'NOT_REDRIVABLE', 'INSERTED', 'UPDATED', 'SKIPPED']);
+    expect(row).toEqual(['reviews', '3', '0', '2', '1', '0', '0', '0']);
+    expect(table.stdout).toMatch(/not re-driven: dead letter \d+ \(reviews\): payload truncated/);
+  });
+});
+
+describe('dlq purge', () => {
+  it('deletes only the dead letters older than the given age', async () => {
+    // Prepare: two letters were stored 40 days ago.
+    await schema.pool.query(
+      "UPDATE dead_letter_events SET created_at = now() - interval '40 days' WHERE id IN (SELECT id FROM dead_letter_events ORDER BY id LIMIT 2)",
+    );
+
+    // Act
+    const dryRun = await runCli(['dlq', 'purge', '--older-than', '30d', '--dry-run', '--json'], env);
+    const young = await runCli(['dlq', 'purge', '--older-than', '41d'], env);
+    const purged = await runCli(['dlq', 'purge', '--older-than', '30d'], env);
+
+    // Assess
+    expect(JSON.parse(dryRun.stdout)).toEqual({ olderThan: '30d', dryRun: true, wouldDelete: 2 });
+    expect(young.stdout).toBe('deleted 0 dead letter(s) older than 41d\n');
+    expect(purged.stdout).toBe('deleted 2 dead letter(s) older than 30d\n');
+    expect(await count('dead_letter_events')).toBe(4);
+  });
+
+  it('needs a valid --older-than (exit 2)', async () => {
+    expect((await runCli(['dlq', 'purge'], env)).code).toBe(2);
+    expect((await runCli(['dlq', 'purge', '--older-than', '30 days'], env)).code).toBe(2);
+  });
+});
+
+describe('the storage-consumer bin', () => {
+  it('runs the TypeScript CLI and exits with its codes', async () => {
+    const listed = await runBin(['dlq', 'list', '--json'], env);
+    const missing = await runBin(['dlq', 'show', '999999'], env);
+    const usage = await runBin(['dlq', 'list', '--bogus'], env);
+    const unknown = await runBin(['frobnicate'], env);
+
+    expect(listed.code).toBe(0);
+    expect((JSON.parse(listed.stdout) as { total: number }).total).toBe(4);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('no dead letter with id 999999');
+    expect(usage.code).toBe(2);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+  });
+});
