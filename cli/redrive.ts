@@ -11,7 +11,9 @@ import type { Queryable } from '../shared/queryable.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import type { DeadLetterFilter, StoredDeadLetter } from './dead-letter-store.js';
-import { isTruncated, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
+import { isTruncated, listDeadLetters, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
+
+const UNKNOWN_PIPELINE_LISTED = 100;
 
 /** A dead letter the re-drive had to leave alone, and why. */
 export interface NotRedrivable {
@@ -117,6 +119,10 @@ async function redrivePipeline(
         { remainingMs: () => Number.POSITIVE_INFINITY },
         { beforeCommit: async (client, letters) => void (outcome = await markOutcome(client, batch, letters)) },
       );
+      // Under STORAGE_FAILURE_RESPONSE=report an exhausted retry budget returns instead of throwing.
+      if (report.failed) {
+        throw new Error(`a ${name} batch could not be stored (transient database errors) and was rolled back; the batches before it are done: run the re-drive again`);
+      }
       totals.redriven += outcome.redriven;
       totals.stillFailing += outcome.stillFailing;
       totals.inserted += report.inserted;
@@ -148,28 +154,18 @@ export async function redriveDeadLetters(
       results.push(await redrivePipeline(db, pipeline, settings, filter, logger));
       continue;
     }
-    const { letters } = await listUnknown(db, pipeline, filter);
+    // Only a hand-edited row can name no pipeline; say so rather than guess one.
+    const { total, letters } = await listDeadLetters(db, { ...filter, pipeline, pendingOnly: true }, UNKNOWN_PIPELINE_LISTED);
     results.push({
       pipeline,
-      selected: letters.length,
+      selected: total,
       redriven: 0,
       stillFailing: 0,
-      notRedrivable: letters.map((id) => ({ id, why: `no pipeline named ${JSON.stringify(pipeline)}` })),
+      notRedrivable: letters.map(({ id }) => ({ id, why: `no pipeline named ${JSON.stringify(pipeline)}` })),
       inserted: 0,
       updated: 0,
       skipped: 0,
     });
   }
   return results;
-}
-
-async function listUnknown(db: Queryable, pipeline: string, filter: DeadLetterFilter): Promise<{ letters: string[] }> {
-  const letters: string[] = [];
-  let afterId = '0';
-  for (;;) {
-    const page = await nextPendingDeadLetters(db, { ...filter, pipeline }, afterId, 1000);
-    if (page.length === 0) return { letters };
-    letters.push(...page.map((letter) => letter.id));
-    afterId = page.at(-1)?.id ?? afterId;
-  }
 }

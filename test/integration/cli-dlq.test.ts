@@ -262,4 +262,11 @@ describe('the storage-consumer bin', () => {
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain('unknown command "frobnicate"');
   });
+
+  it('runs the host through `run`: a missing setting stops it with exit 1', async () => {
+    const run = await runBin(['run'], env);
+
+    expect(run.code).toBe(1);
+    expect(`${run.stdout}${run.stderr}`).toContain('KAFKA_BROKERS is required');
+  });
 });
