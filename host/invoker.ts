@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
@@ -105,11 +104,16 @@ export function createLambdaInvoker(pipeline: PipelineName, settings: HostSettin
   const lambda = settings.invoke.lambda;
   const functionName = lambda?.functions[pipeline];
   if (!lambda || !functionName) throw new Error(`no Lambda function configured for pipeline ${pipeline}`);
-  const client = new LambdaClient({ region: lambda.region, ...(lambda.endpoint ? { endpoint: lambda.endpoint } : {}) });
+  // Loaded only in this mode: the in-process host never pays for the AWS SDK's memory.
+  const sdk = import('@aws-sdk/client-lambda').then(({ InvokeCommand, LambdaClient }) => ({
+    InvokeCommand,
+    client: new LambdaClient({ region: lambda.region, ...(lambda.endpoint ? { endpoint: lambda.endpoint } : {}) }),
+  }));
   return {
     async invoke(event, deadline) {
       let response;
       try {
+        const { InvokeCommand, client } = await sdk;
         response = await client.send(
           new InvokeCommand({ FunctionName: functionName, InvocationType: 'RequestResponse', Payload: JSON.stringify(event) }),
           { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) },
@@ -138,7 +142,7 @@ export function createLambdaInvoker(pipeline: PipelineName, settings: HostSettin
       if (parseError !== undefined) return { kind: 'invalid-response', detail: `${parseError}: ${text.slice(0, 200)}` };
       return { kind: 'response', payload };
     },
-    close: async () => client.destroy(),
+    close: async () => (await sdk).client.destroy(),
   };
 }
 

@@ -230,8 +230,16 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
 
   return {
     async start() {
-      await consumer.connect();
-      await consumer.subscribe({ topics: [pipeline.topic], fromBeginning: true });
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: [pipeline.topic], fromBeginning: true });
+      } catch (error) {
+        throw new PipelineFailedError(
+          pipeline.name,
+          `cannot consume topic ${pipeline.topic} as group ${pipeline.group}: ${(error as Error).message}`,
+          { cause: error },
+        );
+      }
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
