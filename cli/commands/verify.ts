@@ -24,11 +24,12 @@ export type VerifyStep = (typeof VERIFY_STEPS)[number];
 /** The default `--max-lag`: above it, a group's total lag fails the check. */
 export const DEFAULT_MAX_LAG = 10_000;
 
-/** What one step found. */
+/** What one step found: `data` for --json, `details` (a table) for people. */
 interface StepOutcome {
   readonly ok: boolean;
   readonly summary: string;
   readonly data: unknown;
+  readonly details?: string;
 }
 
 /** One step in the report. */
@@ -38,6 +39,9 @@ export interface StepReport {
   readonly summary: string;
   readonly data: unknown;
 }
+
+/** A step's report with its table for the text output. */
+type RenderedStep = StepReport & { readonly details?: string };
 
 interface VerifyContext {
   readonly settings: Settings;
@@ -97,6 +101,16 @@ async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext
     ok: true,
     summary: rows.map((row) => `${row.topic}: ${row.messages} message(s), ${row.table}: ${row.rows} row(s)`).join('; '),
     data: rows,
+    details: renderTable<(typeof rows)[number]>(
+      [
+        { header: 'PIPELINE', value: (row) => row.pipeline },
+        { header: 'TOPIC', value: (row) => row.topic },
+        { header: 'MESSAGES', value: (row) => row.messages, align: 'right' },
+        { header: 'TABLE', value: (row) => row.table },
+        { header: 'ROWS', value: (row) => row.rows, align: 'right' },
+      ],
+      rows,
+    ),
   };
 }
 
@@ -104,7 +118,20 @@ async function checkDeadLetters({ pool }: VerifyContext): Promise<StepOutcome> {
   const counts: DeadLetterCount[] = await countDeadLetters(pool);
   const pending = counts.reduce((sum, count) => sum + count.pending, 0);
   const redriven = counts.reduce((sum, count) => sum + count.redriven, 0);
-  return { ok: true, summary: `${pending} pending, ${redriven} re-driven`, data: counts };
+  return {
+    ok: true,
+    summary: `${pending} pending, ${redriven} re-driven`,
+    data: counts,
+    details: renderTable<DeadLetterCount>(
+      [
+        { header: 'PIPELINE', value: (row) => row.pipeline },
+        { header: 'REASON', value: (row) => row.reason },
+        { header: 'PENDING', value: (row) => row.pending, align: 'right' },
+        { header: 'REDRIVEN', value: (row) => row.redriven, align: 'right' },
+      ],
+      counts,
+    ),
+  };
 }
 
 async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): Promise<StepOutcome> {
@@ -121,6 +148,16 @@ async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): 
     ok: problems.length === 0,
     summary: problems.length > 0 ? problems.join('; ') : positions.map((position) => `${position.group}: ${position.lag}`).join(', '),
     data: positions.map(positionJson),
+    details: renderTable<GroupPosition>(
+      [
+        { header: 'PIPELINE', value: (row) => row.pipeline },
+        { header: 'GROUP', value: (row) => row.group },
+        { header: 'STATE', value: (row) => row.state },
+        { header: 'MEMBERS', value: (row) => row.members.length, align: 'right' },
+        { header: 'LAG', value: (row) => row.lag, align: 'right' },
+      ],
+      positions,
+    ),
   };
 }
 
@@ -133,8 +170,8 @@ const CHECKS: Record<VerifyStep, (context: VerifyContext) => Promise<StepOutcome
 };
 
 /** Runs the steps in order and stops at the first that fails (an error fails its step too). */
-export async function runVerifySteps(context: VerifyContext): Promise<StepReport[]> {
-  const reports: StepReport[] = [];
+async function runVerifySteps(context: VerifyContext): Promise<RenderedStep[]> {
+  const reports: RenderedStep[] = [];
   let failed = false;
   for (const step of VERIFY_STEPS) {
     if (failed) {
@@ -148,13 +185,13 @@ export async function runVerifySteps(context: VerifyContext): Promise<StepReport
       outcome = { ok: false, summary: error instanceof Error ? error.message : String(error), data: null };
     }
     failed = !outcome.ok;
-    reports.push({ step, status: outcome.ok ? 'ok' : 'failed', summary: outcome.summary, data: outcome.data });
+    reports.push({ step, status: outcome.ok ? 'ok' : 'failed', summary: outcome.summary, data: outcome.data, details: outcome.details });
   }
   return reports;
 }
 
-function renderReport(reports: readonly StepReport[]): string {
-  let text = renderTable<StepReport>(
+function renderReport(reports: readonly RenderedStep[]): string {
+  const steps = renderTable<RenderedStep>(
     [
       { header: 'STEP', value: (report) => report.step },
       { header: 'STATUS', value: (report) => report.status },
@@ -162,47 +199,10 @@ function renderReport(reports: readonly StepReport[]): string {
     ],
     reports,
   );
-  const data = (step: VerifyStep) => reports.find((report) => report.step === step && report.status !== 'not run')?.data;
-  const messages = data('messages') as Array<{ pipeline: string; topic: string; messages: number; table: string; rows: number }> | undefined;
-  if (messages) {
-    text += `\n${renderTable(
-      [
-        { header: 'PIPELINE', value: (row: (typeof messages)[number]) => row.pipeline },
-        { header: 'TOPIC', value: (row) => row.topic },
-        { header: 'MESSAGES', value: (row) => row.messages, align: 'right' },
-        { header: 'TABLE', value: (row) => row.table },
-        { header: 'ROWS', value: (row) => row.rows, align: 'right' },
-      ],
-      messages,
-    )}`;
-  }
-  const deadLetters = data('dead-letters') as DeadLetterCount[] | undefined;
-  if (deadLetters) {
-    text += `\n${renderTable<DeadLetterCount>(
-      [
-        { header: 'PIPELINE', value: (row) => row.pipeline },
-        { header: 'REASON', value: (row) => row.reason },
-        { header: 'PENDING', value: (row) => row.pending, align: 'right' },
-        { header: 'REDRIVEN', value: (row) => row.redriven, align: 'right' },
-      ],
-      deadLetters,
-    )}`;
-  }
-  const lag = data('lag') as Array<ReturnType<typeof positionJson>> | undefined;
-  if (lag) {
-    text += `\n${renderTable(
-      [
-        { header: 'PIPELINE', value: (row: (typeof lag)[number]) => row.pipeline },
-        { header: 'GROUP', value: (row) => row.group },
-        { header: 'STATE', value: (row) => row.state },
-        { header: 'MEMBERS', value: (row) => row.members.length, align: 'right' },
-        { header: 'LAG', value: (row) => row.lag, align: 'right' },
-      ],
-      lag,
-    )}`;
-  }
+  const details = reports.flatMap((report) => (report.details === undefined ? [] : [report.details]));
   const failed = reports.find((report) => report.status === 'failed');
-  return `${text}\n${failed ? `verify FAILED at step ${failed.step}: ${failed.summary}` : 'verify: everything holds'}\n`;
+  const verdict = failed ? `verify FAILED at step ${failed.step}: ${failed.summary}` : 'verify: everything holds';
+  return `${[steps, ...details].join('\n')}\n${verdict}\n`;
 }
 
 /** `verify`: the stack end to end, step by step. */
@@ -244,7 +244,8 @@ check holds, 1 when one failed.
       const ok = reports.every((report) => report.status === 'ok');
       if (parsed.values.json === true) {
         const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
-        io.stdout(renderJson({ ok, failedStep, maxLag: Number(maxLag), steps: reports }));
+        const steps: StepReport[] = reports.map(({ details: _details, ...report }) => report);
+        io.stdout(renderJson({ ok, failedStep, maxLag: Number(maxLag), steps }));
       } else {
         io.stdout(renderReport(reports));
       }
