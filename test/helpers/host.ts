@@ -1,14 +1,16 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Admin, Producer } from 'kafkajs';
+import type { Admin, Message } from 'kafkajs';
 import { envSuffix, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import type { CoreLogger } from '../../shared/db.js';
+import { createTestTopics, testBrokers } from './kafka.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -21,23 +23,26 @@ export interface PipelineNames {
   readonly groups: Readonly<Record<PipelineName, string>>;
 }
 
-/** Unique topic and group names per pipeline under `prefix`. */
-export function pipelineNames(prefix: string): PipelineNames {
-  const unique = `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-  const of = (kind: string) => Object.fromEntries(PIPELINE_NAMES.map((name) => [name, `${unique}.${kind}.${name}`])) as Record<PipelineName, string>;
-  return { topics: of('topic'), groups: of('group') };
+/**
+ * Fresh topics (3 partitions each, through `createTestTopics`) and unique consumer groups per
+ * pipeline, so test files, and tests within a file, can run side by side on one broker.
+ */
+export async function createTestPipelines(prefix: string): Promise<PipelineNames> {
+  const topics = await createTestTopics(prefix);
+  const unique = `${prefix}-${randomBytes(4).toString('hex')}`;
+  const groups = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, `${unique}.${name}`])) as Record<PipelineName, string>;
+  return { topics, groups };
 }
 
 /** The variables a host needs for a test: its topics and groups, short timeouts, a heartbeat dir. */
 export function hostEnvironment(options: {
-  readonly brokers: readonly string[];
   readonly databaseUrl: string;
   readonly names: PipelineNames;
   readonly heartbeatDir?: string;
   readonly extra?: Record<string, string>;
 }): Record<string, string> {
   const env: Record<string, string> = {
-    KAFKA_BROKERS: options.brokers.join(','),
+    KAFKA_BROKERS: testBrokers().join(','),
     DATABASE_URL: options.databaseUrl,
     STORAGE_SESSION_TIMEOUT_MS: '6000',
     STORAGE_DB_RETRY_BASE_MS: '100',
@@ -204,36 +209,12 @@ export function capturingLogger(): CoreLogger & { lines: Array<{ level: string; 
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }
 
-/** Creates each pipeline's topic with 3 partitions (as in production) and waits for leaders. */
-export async function createPipelineTopics(admin: Admin, names: PipelineNames, numPartitions = 3): Promise<void> {
-  await admin.createTopics({
-    topics: PIPELINE_NAMES.map((name) => ({ topic: names.topics[name], numPartitions, replicationFactor: 1 })),
-    waitForLeaders: true,
-  });
-}
 
-/** Deletes the pipeline topics (best effort, for `afterAll`). */
-export async function deletePipelineTopics(admin: Admin, names: PipelineNames): Promise<void> {
-  await admin.deleteTopics({ topics: PIPELINE_NAMES.map((name) => names.topics[name]) }).catch(() => undefined);
-}
-
-/** Sends JSON values (objects) or raw strings, in chunks; `partition` pins them to one partition. */
-export async function produceValues(
-  producer: Producer,
-  topic: string,
-  values: ReadonlyArray<unknown>,
-  options: { partition?: number; key?: (index: number) => string } = {},
-): Promise<void> {
-  const chunk = 2_000;
-  for (let start = 0; start < values.length; start += chunk) {
-    await producer.send({
-      topic,
-      acks: -1,
-      messages: values.slice(start, start + chunk).map((value, index) => ({
-        ...(options.partition === undefined ? {} : { partition: options.partition }),
-        ...(options.key ? { key: options.key(start + index) } : {}),
-        value: typeof value === 'string' ? value : JSON.stringify(value),
-      })),
-    });
-  }
+/** Producer messages for JSON values (objects) or raw strings; `partition` pins them all to one. */
+export function jsonMessages(values: ReadonlyArray<unknown>, options: { partition?: number; key?: (index: number) => string } = {}): Message[] {
+  return values.map((value, index) => ({
+    ...(options.partition === undefined ? {} : { partition: options.partition }),
+    ...(options.key ? { key: options.key(index) } : {}),
+    value: typeof value === 'string' ? value : JSON.stringify(value),
+  }));
 }

@@ -1,5 +1,4 @@
-import { Kafka, logLevel } from 'kafkajs';
-import type { Admin, Producer } from 'kafkajs';
+import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createInProcessInvoker } from '../../host/invoker.js';
 import type { InvocationResult, Invoker } from '../../host/invoker.js';
@@ -13,41 +12,31 @@ import type { TestSchema } from '../helpers/database.js';
 import {
   capturingLogger,
   committedOffsets,
-  createPipelineTopics,
-  deletePipelineTopics,
+  createTestPipelines,
   hostEnvironment,
-  pipelineNames,
-  produceValues,
+  jsonMessages,
   temporaryDirectory,
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import type { PipelineNames } from '../helpers/host.js';
+import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleReview } from '../helpers/messages.js';
 
-const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
-
 let schema: TestSchema;
-let kafka: Kafka;
 let admin: Admin;
-let producer: Producer;
 let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
-const created: PipelineNames[] = [];
 const hosts: HostHandle[] = [];
 
 beforeAll(async () => {
   schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'hostoff');
-  kafka = new Kafka({ clientId: 'host-offsets-test', brokers, logLevel: logLevel.NOTHING });
-  admin = kafka.admin();
-  producer = kafka.producer();
-  await Promise.all([admin.connect(), producer.connect()]);
+  admin = testKafka('host-offsets-test').admin();
+  await admin.connect();
   heartbeats = await temporaryDirectory('host-offsets-');
 });
 
 afterAll(async () => {
   await Promise.all(hosts.map((host) => host.stop()));
-  for (const names of created) await deletePipelineTopics(admin, names);
-  await Promise.all([admin?.disconnect(), producer?.disconnect()]);
+  await admin?.disconnect();
   await schema?.drop();
   await heartbeats?.remove();
 });
@@ -66,17 +55,14 @@ type Script = (call: number, event: KafkaEvent, real: Invoker) => Promise<Invoca
  * (the real handler is at hand to store rows), with 10 reviews on partition 0.
  */
 async function runReviews(script: Script, extra: Record<string, string> = {}) {
-  const names = pipelineNames('hostoff');
-  created.push(names);
-  await createPipelineTopics(admin, names);
+  const names = await createTestPipelines('host-offsets');
   const topic = names.topics.reviews;
   const group = names.groups.reviews;
   const reviews = Array.from({ length: 10 }, (_, index) => ({ ...sampleReview(), review_id: `${topic}:${index}` }));
-  await produceValues(producer, topic, reviews, { partition: 0 });
+  await produce(topic, jsonMessages(reviews, { partition: 0 }));
 
   const settings = loadHostSettings(
     hostEnvironment({
-      brokers,
       databaseUrl: schema.url,
       names,
       heartbeatDir: heartbeats.path,
