@@ -106,7 +106,13 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   for (const event of [consumer.events.FETCH_START, consumer.events.FETCH, consumer.events.HEARTBEAT, consumer.events.END_BATCH_PROCESS]) {
     consumer.on(event, alive);
   }
+  // Whether the consumer holds an assignment: only then can a batch be in flight.
+  let inGroup = false;
+  consumer.on(consumer.events.REBALANCING, () => {
+    inGroup = false;
+  });
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+    inGroup = true;
     alive();
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
@@ -256,7 +262,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     async stop() {
       stopping = true;
-      await consumer.disconnect();
+      const disconnected = consumer.disconnect();
+      if (inGroup) return disconnected;
+      // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold
+      // for the whole rebalance timeout (e.g. until a killed member's session runs out). A
+      // consumer without an assignment has no batch to finish, so it does not hold the stop.
+      await Promise.race([disconnected, new Promise((resolve) => setTimeout(resolve, settings.pollTimeoutMs + 2_000).unref())]);
     },
   };
 }

@@ -17,6 +17,7 @@ import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runHost } from '../host/run.js';
 import { loadHostSettings } from '../host/settings.js';
+import { installProcessGuards } from '../host/process-guards.js';
 import { createHostLogger } from '../host/supervisor.js';
 import { ensureTopics } from '../host/topics.js';
 import { runMigrations } from '../shared/migrations/run.js';
@@ -38,6 +39,8 @@ async function devSql(url: string): Promise<void> {
 }
 
 async function main(): Promise<number> {
+  const logger = createHostLogger();
+  installProcessGuards(logger);
   // Validate what we can before starting anything.
   const storage = loadSettings();
   say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
@@ -74,7 +77,7 @@ async function main(): Promise<number> {
     say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
     say('Stop:        Ctrl-C');
     say('');
-    return await runHost(settings, { logger: createHostLogger() });
+    return await runHost(settings, { logger });
   } finally {
     say('stopping');
     await database?.stop().catch((error: unknown) => say(`embedded PostgreSQL did not stop cleanly: ${String(error)}`));
