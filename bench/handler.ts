@@ -10,22 +10,19 @@
  *
  * Flags: --records N (default 200000), --rounds N (default 3), --batch N (default 500).
  */
-import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { Logger } from '@aws-lambda-powertools/logger';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { runMigrations } from '../shared/migrations/run.js';
 import { createPipelineHandler } from '../shared/lambda-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import type { ReviewMessage } from '../shared/contracts/types.js';
 import { loadSettings } from '../shared/settings.js';
-import { readFile } from 'node:fs/promises';
-import { median, serverUrl, withDatabase } from './support.js';
+import { APPS, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -37,35 +34,6 @@ const { values: flags } = parseArgs({
 const RECORDS = Number(flags.records);
 const ROUNDS = Number(flags.rounds);
 const BATCH = Number(flags.batch);
-const APPS = 50;
-
-const WORDS = 'the app works well but crashes when I open the settings page after update forecast widget battery'.split(' ');
-
-function sentence(seed: number, length: number): string {
-  let text = '';
-  for (let i = 0; text.length < length; i += 1) text += `${WORDS[(seed * 7 + i * 13) % WORDS.length]} `;
-  return text.slice(0, length).trim();
-}
-
-/** One realistic review: ~40-char id, short name, 60-400 characters of text, a reply now and then. */
-function syntheticReview(index: number): Record<string, unknown> {
-  const replied = index % 5 === 0;
-  return {
-    review_id: `gp:AOqpTO${index.toString(36).padStart(8, '0')}${randomBytes(12).toString('base64url')}`,
-    package_name: `com.example.app${index % APPS}`,
-    user_name: `User ${index % 9973}`,
-    content: sentence(index, 60 + (index % 340)),
-    score: 1 + (index % 5),
-    thumbs_up_count: index % 1000,
-    review_created_version: '7.4.0',
-    app_version: '7.4.1',
-    reviewed_at: '2026-11-28T19:44:02',
-    reply_content: replied ? sentence(index + 1, 120) : null,
-    replied_at: replied ? '2026-11-29T08:00:00Z' : null,
-    last_synced_at: `2026-11-30T06:${String(Math.floor(index / 60000) % 60).padStart(2, '0')}:11.480113Z`,
-  };
-}
-
 interface Batch {
   readonly event: KafkaEvent;
   readonly copyText: string;
@@ -120,13 +88,8 @@ async function main(): Promise<void> {
   console.log(`bench:handler: ${RECORDS} reviews in batches of ${BATCH}, ${ROUNDS} rounds, against ${serverUrl().replace(/\/\/[^@]*@/, '//')}`);
   const batches = buildBatches();
   await withDatabase('sc_bench_handler', async (url) => {
+    await prepareDatabase(url);
     const admin = new pg.Pool({ connectionString: url, max: 2 });
-    await admin.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
-    await admin.query(
-      `INSERT INTO apps_registry_application (id, package_name, is_active)
-       SELECT i, 'com.example.app' || (i - 1), true FROM generate_series(1, ${APPS}) AS i`,
-    );
-    await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
     // The physical baseline: an identical table, same defaults, CHECKs, indexes and foreign key.
     await admin.query(`CREATE TABLE reviews_copy_baseline (LIKE reviews INCLUDING ALL);
       ALTER TABLE reviews_copy_baseline ADD FOREIGN KEY (application_id) REFERENCES apps_registry_application (id)`);

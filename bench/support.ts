@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 
 /** The server benchmarks use: `DATABASE_URL`, else the machine's PostgreSQL. */
@@ -36,4 +37,51 @@ export async function withDatabase<T>(prefix: string, work: (url: string) => Pro
     await cleanup.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     await cleanup.end();
   }
+}
+
+/** Apps the synthetic data spreads over: `com.example.app0` .. `com.example.app49`, ids 1..50. */
+export const APPS = 50;
+
+const WORDS = 'the app works well but crashes when I open the settings page after update forecast widget battery'.split(' ');
+
+function sentence(seed: number, length: number): string {
+  let text = '';
+  for (let i = 0; text.length < length; i += 1) text += `${WORDS[(seed * 7 + i * 13) % WORDS.length]} `;
+  return text.slice(0, length).trim();
+}
+
+/** One realistic review: ~40-character id, short name, 60-400 characters of text, a reply now and then. */
+export function syntheticReview(index: number): Record<string, unknown> {
+  const replied = index % 5 === 0;
+  return {
+    review_id: `gp:AOqpTO${index.toString(36).padStart(8, '0')}${randomBytes(12).toString('base64url')}`,
+    package_name: `com.example.app${index % APPS}`,
+    user_name: `User ${index % 9973}`,
+    content: sentence(index, 60 + (index % 340)),
+    score: 1 + (index % 5),
+    thumbs_up_count: index % 1000,
+    review_created_version: '7.4.0',
+    app_version: '7.4.1',
+    reviewed_at: '2026-11-28T19:44:02',
+    reply_content: replied ? sentence(index + 1, 120) : null,
+    replied_at: replied ? '2026-11-29T08:00:00Z' : null,
+    last_synced_at: `2026-11-30T06:${String(Math.floor(index / 60000) % 60).padStart(2, '0')}:11.480113Z`,
+  };
+}
+
+/** DEV stand-in of the App API table with the synthetic apps, then the migrations. */
+export async function prepareDatabase(url: string): Promise<void> {
+  const { runMigrations } = await import('../shared/migrations/run.js');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
+    await client.query(
+      `INSERT INTO apps_registry_application (id, package_name, is_active)
+       SELECT i, 'com.example.app' || (i - 1), true FROM generate_series(1, ${APPS}) AS i ON CONFLICT DO NOTHING`,
+    );
+  } finally {
+    await client.end();
+  }
+  await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
 }
