@@ -1,0 +1,44 @@
+/**
+ * The fault schedule: which faults, at which point of the run. A point is a fraction of the
+ * workload already produced (the harness paces production to consumption, so the hosts are
+ * busy at every point); the schedule comes from the seed, so a failing run can be replayed.
+ */
+import type { Random } from './random.js';
+
+/** The faults the harness injects. */
+export const FAULT_KINDS = ['kill-host', 'restart-postgres', 'restart-broker', 'second-host-joins', 'second-host-leaves'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** One fault at one point of the run. */
+export interface ScheduledFault {
+  readonly kind: FaultKind;
+  /** Fraction of the workload produced when it fires, in (0, 1). */
+  readonly at: number;
+  /** Milliseconds to wait after that point, so the fault lands while batches are in flight. */
+  readonly delayMs: number;
+}
+
+/** How many faults of each kind. */
+export interface FaultPlan {
+  readonly kills: number;
+  readonly postgresRestarts: number;
+  readonly brokerRestarts: number;
+  /** A second host process joins the groups and later leaves (two rebalances under load). */
+  readonly secondHost: boolean;
+}
+
+/** Draws the moments of `plan`'s faults, sorted by `at`. */
+export function scheduleFaults(plan: FaultPlan, random: Random): ScheduledFault[] {
+  const faults: ScheduledFault[] = [];
+  const at = (from: number, to: number) => from + random.next() * (to - from);
+  const add = (kind: FaultKind, moment: number) => faults.push({ kind, at: moment, delayMs: random.int(0, 400) });
+  for (let i = 0; i < plan.kills; i++) add('kill-host', at(0.02, 0.95));
+  for (let i = 0; i < plan.postgresRestarts; i++) add('restart-postgres', at(0.15, 0.85));
+  for (let i = 0; i < plan.brokerRestarts; i++) add('restart-broker', at(0.15, 0.85));
+  if (plan.secondHost) {
+    const join = at(0.1, 0.5);
+    add('second-host-joins', join);
+    add('second-host-leaves', at(join + 0.15, 0.9));
+  }
+  return faults.sort((a, b) => a.at - b.at);
+}

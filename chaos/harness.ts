@@ -1,0 +1,360 @@
+/**
+ * The chaos run: a seeded workload through the real broker, the real host (as child processes)
+ * and PostgreSQL, with faults injected while batches are in flight, then an exact check of the
+ * final state. Everything runs on the run's own broker and database server, in a work folder
+ * of its own.
+ */
+import { chmod, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { ensureTopics } from '../host/topics.js';
+import { runMigrations } from '../shared/migrations/run.js';
+import { envSuffix, PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
+import { checkCommittedOffsets, checkDatabase } from './checker.js';
+import type { DatabaseCheck, OffsetGap } from './checker.js';
+import type { FaultKind, FaultPlan, ScheduledFault } from './faults.js';
+import { scheduleFaults } from './faults.js';
+import { HostFleet } from './hosts.js';
+import type { UnexpectedExit } from './hosts.js';
+import { ChaosKafka } from './kafka.js';
+import type { GroupTopic } from './kafka.js';
+import { expectedState } from './model.js';
+import { createRandom } from './random.js';
+import { ReviewWatch } from './review-watch.js';
+import { checkerSelfTest } from './self-test.js';
+import type { SelfTestResult } from './self-test.js';
+import { startChaosBroker, startChaosDatabase } from './servers.js';
+import type { ChaosBroker, ChaosDatabase } from './servers.js';
+import { generateWorkload, REFUSED_MARKERS } from './workload.js';
+import type { Workload } from './workload.js';
+
+/** What to run. */
+export interface ChaosOptions extends Partial<FaultPlan> {
+  readonly messages: number;
+  readonly seed: number;
+  /** Where the broker, the database and the host logs live; default: a fresh temporary folder. */
+  readonly workDir?: string;
+  /** Keep the work folder even when the run passes (it is always kept when it fails). */
+  readonly keep?: boolean;
+  /** No commit progress for this long while records wait: the run is declared stalled. */
+  readonly stallTimeoutMs?: number;
+  /** Progress lines (default: stdout). */
+  readonly log?: (line: string) => void;
+  /** After the check, damage the database in known ways and check that the checker sees it (default true). */
+  readonly selfTest?: boolean;
+}
+
+/** One injected fault, as it happened. */
+export interface FaultEvent {
+  readonly kind: FaultKind;
+  readonly at: number;
+  readonly elapsedS: number;
+  readonly detail: string;
+}
+
+/** The last line of the report. */
+export interface ChaosSummary {
+  readonly messages: number;
+  readonly faults: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly wrong: number;
+  readonly dlq_expected: number;
+  readonly dlq_found: number;
+  readonly seed: number;
+  readonly elapsed_s: number;
+  /** Dead letters missing, unexpected or with the wrong reason. */
+  readonly dlq_mismatched: number;
+  /** Partitions whose group did not commit up to the end. */
+  readonly offsets_behind: number;
+  readonly passed: boolean;
+}
+
+/** Everything the run found. */
+export interface ChaosResult {
+  readonly summary: ChaosSummary;
+  readonly workload: { readonly byTopic: Record<PipelineName, number>; readonly byLabel: Record<string, number>; readonly recordsInLog: number };
+  readonly faults: readonly FaultEvent[];
+  readonly database: DatabaseCheck;
+  readonly offsetGaps: readonly OffsetGap[];
+  readonly partitionsChecked: number;
+  readonly watch: { readonly observed: number; readonly scored: number; readonly moved: readonly string[]; readonly overwritten: readonly string[] };
+  readonly unexpectedExits: readonly UnexpectedExit[];
+  readonly finalExits: ReadonlyArray<{ name: string; code: number | null; signal: NodeJS.Signals | null }>;
+  readonly hostLogs: Record<string, number>;
+  readonly stalled: boolean;
+  readonly selfTest: SelfTestResult | undefined;
+  readonly workDir: string;
+  readonly workDirKept: boolean;
+}
+
+const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINE_DEFAULTS[name].topic])) as Record<PipelineName, string>;
+const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINE_DEFAULTS[pipeline].group, topic: TOPICS[pipeline] }));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Host log messages worth counting in the report (what the faults made the hosts do). */
+const HOST_LOG_MESSAGES: Record<string, string> = {
+  'transient database error; retrying the batch on a fresh connection': 'database retries',
+  'batch not stored; handing it back for redelivery': 'batches handed back',
+  'batch not stored; redelivering it after a back-off': 'redeliveries',
+  'the database refused a row the decoder accepted; isolating it': 'refused rows isolated',
+  'joined the consumer group': 'group joins',
+  'offset commit failed; the rows are stored, so a redelivery would only repeat them': 'failed commits',
+  'kafka consumer crashed on a retriable error; restarting it': 'consumer restarts',
+  'pipeline failed': 'pipelines failed',
+};
+
+async function countHostLogs(dir: string): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const file of (await readdir(dir)).filter((name) => name.startsWith('host-'))) {
+    for (const line of (await readFile(join(dir, file), 'utf8')).split('\n')) {
+      const match = /"message":"([^"]*)"/.exec(line);
+      const label = match ? HOST_LOG_MESSAGES[match[1] as string] : undefined;
+      if (label !== undefined) counts[label] = (counts[label] ?? 0) + 1;
+    }
+  }
+  return counts;
+}
+
+async function prepareDatabase(url: string, workload: Workload): Promise<void> {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    await pool.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
+    for (const app of workload.apps) {
+      await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3)', [app.id, app.packageName, app.active]);
+    }
+    await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
+    // Rules the database has and the decoder does not know: rows carrying these values are
+    // refused (SQLSTATE 23514) and must be isolated and dead-lettered, not stall the partition.
+    for (const [table, marker] of Object.entries(REFUSED_MARKERS)) {
+      await pool.query(`ALTER TABLE ${table} ADD CONSTRAINT chaos_refused_marker CHECK (${marker.column} IS DISTINCT FROM '${marker.value}')`);
+    }
+  } finally {
+    await pool.end();
+  }
+}
+
+function hostEnvironment(name: string, brokers: readonly string[], databaseUrl: string, workDir: string): Record<string, string> {
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: brokers.join(','),
+    KAFKA_CLIENT_ID: `chaos-host-${name}`,
+    DATABASE_URL: databaseUrl,
+    // Short enough that a killed member is noticed, and a dead database retried, in seconds.
+    STORAGE_SESSION_TIMEOUT_MS: '6000',
+    STORAGE_MAX_POLL_INTERVAL_MS: '15000',
+    STORAGE_DB_RETRY_BASE_MS: '100',
+    STORAGE_DB_CONNECT_TIMEOUT_MS: '2000',
+    STORAGE_INVOKE_RETRY_BASE_MS: '200',
+    STORAGE_SHUTDOWN_TIMEOUT_MS: '15000',
+    STORAGE_HEARTBEAT_DIR: join(workDir, `heartbeats-${name}`),
+    STORAGE_HEARTBEAT_INTERVAL_MS: '1000',
+  };
+  for (const { pipeline, group, topic } of GROUPS) {
+    env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;
+    env[`STORAGE_GROUP_${envSuffix(pipeline)}`] = group;
+  }
+  return env;
+}
+
+/** Runs one chaos run; never leaves a process behind, whatever happens. */
+export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
+  const began = Date.now();
+  const elapsed = () => (Date.now() - began) / 1000;
+  const print = options.log ?? ((line: string) => console.log(line));
+  const log = (line: string) => print(`[${elapsed().toFixed(1).padStart(6)}s] ${line}`);
+  const plan: FaultPlan = {
+    kills: options.kills ?? 10,
+    postgresRestarts: options.postgresRestarts ?? 1,
+    brokerRestarts: options.brokerRestarts ?? 1,
+    secondHost: options.secondHost ?? true,
+  };
+  const random = createRandom(options.seed);
+  const workload = generateWorkload(options.seed, options.messages);
+  const schedule = scheduleFaults(plan, random.fork('faults'));
+  const targets = random.fork('targets');
+  const workDir = options.workDir ?? (await mkdtemp(join(tmpdir(), `storage-consumer-chaos-${options.seed}-`)));
+  log(`seed ${options.seed}: ${workload.messages.length} messages, ${schedule.length} faults scheduled; work folder ${workDir}`);
+
+  let broker: ChaosBroker | undefined;
+  let database: ChaosDatabase | undefined;
+  let kafka: ChaosKafka | undefined;
+  let fleet: HostFleet | undefined;
+  let pool: pg.Pool | undefined;
+  let passed = false;
+  try {
+    // PostgreSQL runs as its own user (the machine may run us as root): it must reach its folder.
+    await chmod(workDir, 0o755);
+    const started = await Promise.allSettled([startChaosDatabase(join(workDir, 'postgres')), startChaosBroker(join(workDir, 'kafka'), () => undefined)]);
+    if (started[0].status === 'fulfilled') database = started[0].value;
+    if (started[1].status === 'fulfilled') broker = started[1].value;
+    for (const outcome of started) if (outcome.status === 'rejected') throw outcome.reason;
+    if (database === undefined || broker === undefined) throw new Error('unreachable: a server neither started nor failed');
+    log(`own PostgreSQL at ${database.url.replace(/\/\/[^@]*@/, '//')}, own Kafka broker at ${broker.brokers.join(',')}`);
+    await prepareDatabase(database.url, workload);
+    await ensureTopics(broker.brokers, PIPELINE_NAMES.map((name) => ({ topic: TOPICS[name], partitions: 3 })), { logger: { info: () => undefined, warn: log } });
+    kafka = new ChaosKafka(broker.brokers);
+    pool = new pg.Pool({ connectionString: database.url, max: 2, connectionTimeoutMillis: 5_000 });
+    pool.on('error', () => undefined);
+    const watch = new ReviewWatch();
+    const observe = async () => {
+      if (pool) await watch.observe(pool).catch(() => undefined);
+    };
+
+    const brokers = broker.brokers;
+    const databaseUrl = database.url;
+    fleet = new HostFleet((name) => hostEnvironment(name, brokers, databaseUrl, workDir), workDir, log);
+    const first = await fleet.start('a');
+    log(`host a started: pid ${first.pid} is "${first.commandLine}"`);
+
+    // ---- produce, paced to consumption, injecting each fault when its moment comes --------------
+    const total = workload.messages.length;
+    const chunkSize = Math.max(200, Math.min(1_000, Math.ceil(total / 100)));
+    const maxLag = 2 * chunkSize;
+    const stallTimeoutMs = options.stallTimeoutMs ?? 180_000;
+    let stalled = false;
+    const waitForLag = async (limit: number): Promise<void> => {
+      let best = Number.POSITIVE_INFINITY;
+      let bestAt = Date.now();
+      for (;;) {
+        const lag = await kafka!.lag(GROUPS);
+        if (lag <= limit) return;
+        if (lag < best) {
+          best = lag;
+          bestAt = Date.now();
+        } else if (Date.now() - bestAt > stallTimeoutMs) {
+          stalled = true;
+          log(`STALLED: ${lag} records not committed and no progress for ${stallTimeoutMs / 1000} s`);
+          return;
+        }
+        await sleep(250);
+      }
+    };
+
+    const events: FaultEvent[] = [];
+    const inject = async (fault: ScheduledFault): Promise<void> => {
+      await sleep(fault.delayMs);
+      await observe();
+      const at = elapsed();
+      let detail: string;
+      switch (fault.kind) {
+        case 'kill-host': {
+          // A host that stopped by itself is back within about a second.
+          for (let i = 0; i < 100 && fleet!.running().length === 0; i++) await sleep(100);
+          const target = targets.pick(fleet!.running().sort());
+          const { killed, restarted } = await fleet!.killAndRestart(target);
+          detail = `SIGKILL host ${target}: pid ${killed.pid} ("${killed.commandLine}"); restarted as pid ${restarted.pid}`;
+          break;
+        }
+        case 'restart-postgres': {
+          const { downMs } = await database!.crashAndRestart();
+          detail = `PostgreSQL immediate shutdown (SIGQUIT to the postmaster) and restart with crash recovery; down ${(downMs / 1000).toFixed(1)} s`;
+          break;
+        }
+        case 'restart-broker': {
+          const { downMs } = await broker!.crashAndRestart();
+          detail = `Kafka broker JVM SIGKILLed and restarted on the same port and data folder; down ${(downMs / 1000).toFixed(1)} s`;
+          break;
+        }
+        case 'second-host-joins': {
+          const second = await fleet!.start('b');
+          detail = `host b joins the groups: pid ${second.pid}`;
+          break;
+        }
+        case 'second-host-leaves': {
+          for (let i = 0; i < 50 && !fleet!.running().includes('b'); i++) await sleep(200);
+          const exit = await fleet!.stop('b');
+          detail = `host b leaves the groups (SIGTERM), exit code ${String(exit.code)}`;
+          break;
+        }
+      }
+      events.push({ kind: fault.kind, at: fault.at, elapsedS: at, detail });
+      log(`fault ${events.length}/${schedule.length} at ${(fault.at * 100).toFixed(1)}% produced: ${detail}`);
+    };
+
+    let produced = 0;
+    let next = 0;
+    for (let start = 0; start < total; start += chunkSize) {
+      await waitForLag(maxLag);
+      const chunk = workload.messages.slice(start, start + chunkSize);
+      await kafka.produce(chunk, TOPICS);
+      produced += chunk.length;
+      // One fault per chunk: the hosts get back to work between two faults, so each one meets batches in flight.
+      if (next < schedule.length && (schedule[next] as ScheduledFault).at <= produced / total) await inject(schedule[next++] as ScheduledFault);
+      if ((start / chunkSize) % 10 === 0) {
+        await observe();
+        log(`${produced}/${total} produced`);
+      }
+    }
+    while (next < schedule.length) await inject(schedule[next++] as ScheduledFault);
+    log(`all ${total} messages produced; waiting for the groups to commit to the end`);
+    await waitForLag(0);
+    await observe();
+    const finalExits = await fleet.stopAll();
+    log(`hosts stopped: ${finalExits.map((exit) => `${exit.name} exit code ${String(exit.code)}`).join(', ')}`);
+
+    // ---- check ----------------------------------------------------------------------------------
+    const records = await kafka.readBack(TOPICS);
+    const expected = expectedState(workload, records);
+    const databaseCheck = await checkDatabase(pool, expected);
+    const offsets = await checkCommittedOffsets(await kafka.adminClient(), GROUPS);
+    const verdict = await watch.verify(pool);
+    const hostLogs = await countHostLogs(workDir);
+    const byTopic = { 'app-stats': 0, reviews: 0, 'network-metrics': 0 } as Record<PipelineName, number>;
+    const byLabel: Record<string, number> = {};
+    for (const message of workload.messages) {
+      byTopic[message.topic] += 1;
+      const label = message.label.startsWith('poison: ') ? message.label.replace(/ \(.*\)$/, '') : message.label;
+      byLabel[label] = (byLabel[label] ?? 0) + 1;
+    }
+    const wrong = databaseCheck.wrong + verdict.moved.length + verdict.overwritten.length;
+    const dlqMismatched = databaseCheck.dlqMissing + databaseCheck.dlqUnexpected + databaseCheck.dlqWrong;
+    const selfTest = options.selfTest === false ? undefined : await checkerSelfTest(pool, expected, watch);
+    if (selfTest) log(`checker self-test ${selfTest.passed ? 'passed' : 'FAILED'}: damage ${JSON.stringify(selfTest.expected)}, reported ${JSON.stringify(selfTest.reported)}`);
+    passed =
+      !stalled &&
+      databaseCheck.lost === 0 &&
+      databaseCheck.duplicated === 0 &&
+      wrong === 0 &&
+      dlqMismatched === 0 &&
+      offsets.gaps.length === 0 &&
+      selfTest?.passed !== false;
+    const summary: ChaosSummary = {
+      messages: workload.messages.length,
+      faults: events.length,
+      lost: databaseCheck.lost,
+      duplicated: databaseCheck.duplicated,
+      wrong,
+      dlq_expected: databaseCheck.dlqExpected,
+      dlq_found: databaseCheck.dlqFound,
+      seed: options.seed,
+      elapsed_s: Math.round(elapsed()),
+      dlq_mismatched: dlqMismatched,
+      offsets_behind: offsets.gaps.length,
+      passed,
+    };
+    return {
+      summary,
+      workload: { byTopic, byLabel, recordsInLog: records.length },
+      faults: events,
+      database: databaseCheck,
+      offsetGaps: offsets.gaps,
+      partitionsChecked: offsets.partitions,
+      watch: { observed: watch.observed, scored: watch.scoredCount, moved: verdict.moved, overwritten: verdict.overwritten },
+      unexpectedExits: fleet.unexpectedExits,
+      finalExits,
+      hostLogs,
+      stalled,
+      selfTest,
+      workDir,
+      workDirKept: !passed || options.keep === true,
+    };
+  } finally {
+    await fleet?.stopAll().catch(() => undefined);
+    await kafka?.close();
+    await pool?.end().catch(() => undefined);
+    await Promise.allSettled([broker?.stop(), database?.stop()]);
+    if (passed && options.keep !== true) await rm(workDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,47 @@
+import type { ChaosResult } from './harness.js';
+
+/**
+ * The human part of the report (the JSON summary follows it as the last line): the workload,
+ * every fault as it happened, what the hosts did about them, and the verdict per table.
+ */
+export function reportLines(result: ChaosResult): string[] {
+  const { summary, workload, database } = result;
+  const lines: string[] = [];
+  lines.push('');
+  lines.push(`== chaos run, seed ${summary.seed}: ${summary.passed ? 'PASSED' : 'FAILED'} in ${summary.elapsed_s} s`);
+  lines.push(
+    `workload: ${summary.messages} messages (${Object.entries(workload.byTopic)
+      .map(([topic, count]) => `${topic} ${count}`)
+      .join(', ')}); ${workload.recordsInLog} records in the log`,
+  );
+  for (const [label, count] of Object.entries(workload.byLabel).sort(([a], [b]) => a.localeCompare(b))) lines.push(`  ${label}: ${count}`);
+  lines.push(`faults injected: ${result.faults.length}`);
+  for (const fault of result.faults) lines.push(`  [${fault.elapsedS.toFixed(1)} s, ${(fault.at * 100).toFixed(1)}% produced] ${fault.kind}: ${fault.detail}`);
+  if (result.unexpectedExits.length > 0) {
+    lines.push(`host processes that stopped by themselves and were restarted: ${result.unexpectedExits.length}`);
+    for (const exit of result.unexpectedExits) lines.push(`  host ${exit.name} pid ${exit.pid}: code ${String(exit.code)}, signal ${String(exit.signal)} (${exit.logFile})`);
+  }
+  lines.push(`final stop: ${result.finalExits.map((exit) => `host ${exit.name} exit code ${String(exit.code)}`).join(', ') || 'no host running'}`);
+  lines.push(`the hosts logged: ${Object.entries(result.hostLogs).map(([label, count]) => `${label} ${count}`).join(', ') || 'nothing notable'}`);
+  lines.push('check:');
+  for (const table of database.tables) {
+    lines.push(`  ${table.table}: expected ${table.expected} rows, found ${table.found}; lost ${table.lost}, duplicated ${table.duplicated}, wrong ${table.wrong}`);
+  }
+  lines.push(
+    `  dead_letter_events: expected ${database.dlqExpected}, found ${database.dlqFound}; missing ${database.dlqMissing}, unexpected ${database.dlqUnexpected}, wrong reason ${database.dlqWrong}`,
+  );
+  lines.push(`  reviews.first_seen_at: ${result.watch.observed} noted during the run, ${result.watch.moved.length} moved since`);
+  lines.push(`  reviews.sentiment: ${result.watch.scored} written by the watch, ${result.watch.overwritten.length} changed since`);
+  lines.push(
+    result.offsetGaps.length === 0
+      ? `  committed offsets: all ${result.partitionsChecked} partitions of the 3 groups at their end`
+      : `  committed offsets: ${result.offsetGaps.length} of ${result.partitionsChecked} partitions behind: ${result.offsetGaps.map((gap) => `${gap.topic}-${gap.partition} ${gap.committed}/${gap.end}`).join(', ')}`,
+  );
+  if (result.selfTest) {
+    lines.push(`  checker self-test (damage done after the check): ${result.selfTest.passed ? 'every damage reported' : 'FAILED'}: expected ${JSON.stringify(result.selfTest.expected)}, reported ${JSON.stringify(result.selfTest.reported)}`);
+  }
+  if (result.stalled) lines.push('  the run STALLED: records stayed uncommitted past the stall timeout');
+  for (const example of [...database.examples, ...result.watch.moved.slice(0, 5), ...result.watch.overwritten.slice(0, 5)]) lines.push(`  ! ${example}`);
+  if (result.workDirKept) lines.push(`work folder kept: ${result.workDir}`);
+  return lines;
+}

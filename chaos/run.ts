@@ -1,0 +1,56 @@
+/**
+ * `npm run chaos [-- --messages N --kills K --seed S --keep]`: one chaos run at the given size
+ * (default 100,000 messages, 10 host kills, one PostgreSQL restart, one broker restart, a second
+ * host joining and leaving). Prints progress, the report, and as its last line one JSON object.
+ * Exits 0 only when nothing was lost, duplicated or wrong and the dead letters match.
+ */
+import { parseArgs } from 'node:util';
+import { runChaos } from './harness.js';
+import { reportLines } from './report.js';
+
+function positiveInteger(name: string, text: string | undefined, fallback: number, min = 0): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < min) {
+    console.error(`--${name} must be an integer >= ${min}, got ${JSON.stringify(text)}`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const { values } = parseArgs({
+  options: {
+    messages: { type: 'string' },
+    kills: { type: 'string' },
+    seed: { type: 'string' },
+    'postgres-restarts': { type: 'string' },
+    'broker-restarts': { type: 'string' },
+    'no-second-host': { type: 'boolean' },
+    keep: { type: 'boolean' },
+  },
+  strict: true,
+});
+
+const seed = positiveInteger('seed', values.seed, Math.floor(Math.random() * 2 ** 31));
+const options = {
+  messages: positiveInteger('messages', values.messages, 100_000, 1),
+  kills: positiveInteger('kills', values.kills, 10),
+  postgresRestarts: positiveInteger('postgres-restarts', values['postgres-restarts'], 1),
+  brokerRestarts: positiveInteger('broker-restarts', values['broker-restarts'], 1),
+  secondHost: values['no-second-host'] !== true,
+  keep: values.keep === true,
+  seed,
+};
+
+let code: number;
+try {
+  const result = await runChaos(options);
+  for (const line of reportLines(result)) console.log(line);
+  console.log(JSON.stringify(result.summary));
+  code = result.summary.passed ? 0 : 1;
+} catch (error) {
+  console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+  console.log(JSON.stringify({ messages: options.messages, faults: null, lost: null, duplicated: null, wrong: null, dlq_expected: null, dlq_found: null, seed, elapsed_s: null, error: String(error) }));
+  code = 2;
+}
+process.exit(code);

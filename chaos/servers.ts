@@ -1,0 +1,91 @@
+/**
+ * The chaos run's own servers: a Kafka broker and an embedded PostgreSQL, each on its own port
+ * and data folder (never the ones other tests or the machine use), each restartable in place.
+ * A restart is a crash: SIGKILL of the broker's JVM, an immediate shutdown (SIGQUIT) of the
+ * PostgreSQL postmaster, so that the restart has to recover from its logs.
+ */
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { startBroker } from '../dev/kafka/broker.js';
+import type { StartedBroker } from '../dev/kafka/broker.js';
+import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
+
+/** `count` distinct free loopback ports (held until all are known). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
+  );
+  const ports = servers.map((server) => {
+    const address = server.address();
+    if (address === null || typeof address === 'string') throw new Error('no port from the OS');
+    return address.port;
+  });
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
+  return ports;
+}
+
+/** A broker the run owns. */
+export interface ChaosBroker {
+  readonly brokers: string[];
+  /** Kills the JVM (SIGKILL) and starts it again on the same port and data folder. */
+  crashAndRestart(): Promise<{ downMs: number }>;
+  stop(): Promise<void>;
+}
+
+/** Starts the run's broker in `dataDir` on fixed ports, so that a restart keeps its address. */
+export async function startChaosBroker(dataDir: string, log: (line: string) => void): Promise<ChaosBroker> {
+  const [port, controllerPort] = await freePorts(2);
+  const options = { port, controllerPort, dataDir, stopTimeoutMs: 20_000, log };
+  let current: StartedBroker = await startBroker(options);
+  return {
+    brokers: current.brokers,
+    async crashAndRestart() {
+      const began = Date.now();
+      process.kill(current.pid, 'SIGKILL');
+      // Waits for the JVM to be gone, dismisses its guardian and removes the pid file.
+      await current.stop();
+      current = await startBroker(options);
+      return { downMs: Date.now() - began };
+    },
+    stop: () => current.stop(),
+  };
+}
+
+/** A PostgreSQL server the run owns. */
+export interface ChaosDatabase {
+  readonly url: string;
+  /** Immediate shutdown (SIGQUIT to the postmaster: no checkpoint) and a start with crash recovery. */
+  crashAndRestart(): Promise<{ downMs: number }>;
+  stop(): Promise<void>;
+}
+
+/** Starts the run's embedded PostgreSQL in `dataDir` on a free port. */
+export async function startChaosDatabase(dataDir: string): Promise<ChaosDatabase> {
+  const [port] = await freePorts(1);
+  const options = { dataDir, port: port as number, persistent: true };
+  let current: EmbeddedDatabase = await startEmbeddedPostgres(options);
+  const postmasterPid = async () => Number.parseInt((await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
+  return {
+    url: current.url,
+    async crashAndRestart() {
+      const began = Date.now();
+      const pid = await postmasterPid();
+      process.kill(pid, 'SIGQUIT');
+      // stop() waits for the postmaster's exit (its SIGINT finds it already going).
+      await current.stop();
+      current = await startEmbeddedPostgres(options);
+      return { downMs: Date.now() - began };
+    },
+    stop: () => current.stop(),
+  };
+}
