@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { sanitizeDetail } from './contracts/decode.js';
 import type { Queryable } from './queryable.js';
 import type { TableDescription } from './upsert.js';
 import { upsertRows } from './upsert.js';
@@ -23,11 +24,6 @@ export interface DeadLetterRow {
   readonly payload: Buffer | null;
   readonly payloadSize: number;
   readonly payloadSha256: Buffer;
-}
-
-/** `detail` never contains a NUL (PostgreSQL TEXT cannot hold one) nor a lone surrogate. */
-export function sanitizeDetail(detail: string): string {
-  return detail.replaceAll('\u0000', '\\u0000').toWellFormed();
 }
 
 function storableName(name: string): boolean {
@@ -58,14 +54,14 @@ export function deadLetterRow(letter: DeadLetter): DeadLetterRow {
   // A valid message waiting for its app is kept whole so it can be re-driven.
   const keepWhole = letter.rejection.reason === 'unknown_application';
   const truncated = !keepWhole && size > DEAD_LETTER_PAYLOAD_LIMIT;
-  const detail = truncated
-    ? `${letter.rejection.detail} [payload truncated to ${DEAD_LETTER_PAYLOAD_LIMIT} of ${size} bytes]`
-    : letter.rejection.detail;
+  // Every detail passes the one sanitiser: no NUL (TEXT cannot hold it), no lone surrogate, short.
+  const detail = sanitizeDetail(letter.rejection.detail) +
+    (truncated ? ` [payload truncated to ${DEAD_LETTER_PAYLOAD_LIMIT} of ${size} bytes]` : '');
   return {
     pipeline: letter.pipeline,
     record: letter.record,
     reason: letter.rejection.reason,
-    detail: sanitizeDetail(detail),
+    detail,
     payload: value === null ? null : truncated ? value.subarray(0, DEAD_LETTER_PAYLOAD_LIMIT) : value,
     payloadSize: size,
     payloadSha256: createHash('sha256')

@@ -1,3 +1,4 @@
+import { sanitizeDetail } from '../../shared/contracts/decode.js';
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { DeadLetter } from '../../shared/dead-letters.js';
@@ -7,7 +8,6 @@ import {
   deadLetterTable,
   headersToJson,
   insertDeadLetters,
-  sanitizeDetail,
 } from '../../shared/dead-letters.js';
 import type { KafkaRecord, Rejection } from '../../shared/types.js';
 import { FakeQueryable } from '../helpers/fake-db.js';
