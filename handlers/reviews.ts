@@ -1,19 +1,4 @@
-import { databaseSourceFromEnvironment } from '../aws/secret-database.js';
-import { createPipelineHandler } from '../shared/lambda-handler.js';
-import { createPipelineMetrics, recordBatchMetrics } from '../shared/metrics.js';
-import { loadSettings } from '../shared/settings.js';
+import { createLambdaPipelineHandler } from '../aws/lambda-pipeline.js';
 
-const settings = loadSettings();
-const metrics = createPipelineMetrics('reviews');
-
-/**
- * Lambda entry for the `reviews` topic (MSK or self-managed Kafka event source mapping).
- * Credentials come from Secrets Manager when `STORAGE_DB_SECRET_ID` is set, else from
- * `DATABASE_URL`; every batch emits its counters as CloudWatch metrics (EMF).
- */
-export const handler = createPipelineHandler('reviews', {
-  settings,
-  database: databaseSourceFromEnvironment(settings.database),
-  metrics,
-  onBatch: (report) => recordBatchMetrics(metrics, report),
-});
+/** Lambda entry for the `reviews` topic (MSK or self-managed Kafka event source mapping). */
+export const handler = createLambdaPipelineHandler('reviews');
