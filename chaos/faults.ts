@@ -31,7 +31,7 @@ export interface FaultPlan {
 export function scheduleFaults(plan: FaultPlan, random: Random): ScheduledFault[] {
   const faults: ScheduledFault[] = [];
   const at = (from: number, to: number) => from + random.next() * (to - from);
-  const add = (kind: FaultKind, moment: number) => faults.push({ kind, at: moment, delayMs: random.int(0, 400) });
+  const add = (kind: FaultKind, moment: number) => faults.push({ kind, at: moment, delayMs: random.int(50, 600) });
   for (let i = 0; i < plan.kills; i++) add('kill-host', at(0.02, 0.95));
   for (let i = 0; i < plan.postgresRestarts; i++) add('restart-postgres', at(0.15, 0.85));
   for (let i = 0; i < plan.brokerRestarts; i++) add('restart-broker', at(0.15, 0.85));

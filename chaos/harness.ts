@@ -273,16 +273,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       log(`fault ${events.length}/${schedule.length} at ${(fault.at * 100).toFixed(1)}% produced: ${detail}`);
     };
 
+    // A fault comes right after a burst of messages, so that it meets batches in flight; one
+    // fault per burst, so that the hosts get back to work between two faults.
+    const burst = Math.max(3 * chunkSize, 1_500);
     let produced = 0;
     let next = 0;
-    for (let start = 0; start < total; start += chunkSize) {
+    let reported = 0;
+    while (produced < total) {
       await waitForLag(maxLag);
-      const chunk = workload.messages.slice(start, start + chunkSize);
+      const due = next < schedule.length && (schedule[next] as ScheduledFault).at <= (produced + chunkSize) / total;
+      const chunk = workload.messages.slice(produced, produced + (due ? burst : chunkSize));
       await kafka.produce(chunk, TOPICS);
       produced += chunk.length;
-      // One fault per chunk: the hosts get back to work between two faults, so each one meets batches in flight.
-      if (next < schedule.length && (schedule[next] as ScheduledFault).at <= produced / total) await inject(schedule[next++] as ScheduledFault);
-      if ((start / chunkSize) % 10 === 0) {
+      if (due) await inject(schedule[next++] as ScheduledFault);
+      if (produced - reported >= total / 10 || produced === total) {
+        reported = produced;
         await observe();
         log(`${produced}/${total} produced`);
       }
