@@ -1,0 +1,433 @@
+/**
+ * `sls package` for every stage, offline, and what CloudFormation would be given. Each stage is
+ * packaged once (beforeAll); the tests read the generated template and the function zips.
+ * In the integration project only because packaging takes tens of seconds, not for a service.
+ */
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { inflateRawSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { migrationsHash } from '../../shared/migrations/files.js';
+import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
+import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
+
+const STAGES = ['dev', 'staging', 'prod', 'local'] as const;
+type Stage = (typeof STAGES)[number];
+const AWS_STAGES = ['dev', 'staging', 'prod'] as const;
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type JsonObject = { [key: string]: Json };
+interface Resource {
+  readonly Type: string;
+  readonly Condition?: string;
+  readonly DependsOn?: string | string[];
+  readonly Properties: JsonObject;
+}
+interface Template {
+  readonly Conditions: Record<string, Json>;
+  readonly Resources: Record<string, Resource>;
+}
+
+/** A packaged stage: the template with its conditions applied, as CloudFormation would see it. */
+interface Packaged {
+  /** Resources whose Condition holds, with Fn::If resolved and AWS::NoValue removed. */
+  readonly resources: Record<string, Resource>;
+  /** Every resource, conditions not applied to existence (Fn::If still resolved). */
+  readonly declared: Record<string, Resource>;
+  readonly conditions: Record<string, boolean>;
+  readonly zips: Record<string, { bytes: number; files: string[]; path: string }>;
+}
+
+// --- the few CloudFormation semantics the template uses (Fn::Equals/Not/If, AWS::NoValue) ----
+
+const isObject = (value: Json | undefined): value is JsonObject =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const NO_VALUE = Symbol('AWS::NoValue');
+
+function evaluateCondition(node: Json, conditions: Record<string, Json>): boolean {
+  if (!isObject(node)) throw new Error(`unsupported condition ${JSON.stringify(node)}`);
+  if ('Fn::Equals' in node) {
+    const [left, right] = node['Fn::Equals'] as Json[];
+    if (typeof left !== 'string' || typeof right !== 'string') throw new Error(`Fn::Equals on non-literals: ${JSON.stringify(node)}`);
+    return left === right;
+  }
+  if ('Fn::Not' in node) return !evaluateCondition((node['Fn::Not'] as Json[])[0] ?? null, conditions);
+  if ('Condition' in node) return evaluateCondition(conditions[node.Condition as string] ?? null, conditions);
+  throw new Error(`unsupported condition ${JSON.stringify(node)}`);
+}
+
+function resolveValue(value: Json, holds: (name: string) => boolean): Json | typeof NO_VALUE {
+  if (Array.isArray(value)) {
+    return value.map((item) => resolveValue(item, holds)).filter((item): item is Json => item !== NO_VALUE);
+  }
+  if (!isObject(value)) return value;
+  if (value.Ref === 'AWS::NoValue') return NO_VALUE;
+  if ('Fn::If' in value) {
+    const [name, whenTrue, whenFalse] = value['Fn::If'] as [string, Json, Json];
+    return resolveValue(holds(name) ? whenTrue : whenFalse, holds);
+  }
+  const result: JsonObject = {};
+  for (const [key, inner] of Object.entries(value)) {
+    const resolved = resolveValue(inner, holds);
+    if (resolved !== NO_VALUE) result[key] = resolved;
+  }
+  return result;
+}
+
+/** A zip's entries, from its central directory (stored or deflated; all osls writes). */
+async function zipEntries(path: string): Promise<Array<{ name: string; content: () => Buffer }>> {
+  const bytes = await readFile(path);
+  const entries: Array<{ name: string; content: () => Buffer }> = [];
+  for (let at = bytes.indexOf('PK\x01\x02'); at >= 0; at = bytes.indexOf('PK\x01\x02', at + 4)) {
+    const method = bytes.readUInt16LE(at + 10);
+    const compressedSize = bytes.readUInt32LE(at + 20);
+    const nameLength = bytes.readUInt16LE(at + 28);
+    const localHeader = bytes.readUInt32LE(at + 42);
+    const name = bytes.subarray(at + 46, at + 46 + nameLength).toString('utf8');
+    const start = localHeader + 30 + bytes.readUInt16LE(localHeader + 26) + bytes.readUInt16LE(localHeader + 28);
+    const data = () => bytes.subarray(start, start + compressedSize);
+    entries.push({ name, content: () => (method === 8 ? inflateRawSync(data()) : Buffer.from(data())) });
+  }
+  return entries;
+}
+
+/** Unpacks a function zip into `target`, as Lambda does into /var/task. */
+async function unpack(zipPath: string, target: string): Promise<void> {
+  for (const entry of await zipEntries(zipPath)) {
+    if (entry.name.endsWith('/')) continue;
+    await mkdir(dirname(join(target, entry.name)), { recursive: true });
+    await writeFile(join(target, entry.name), entry.content());
+  }
+}
+
+const run = promisify(execFile);
+
+/** Imports a bundled handler in a fresh Node process; returns the import's duration. */
+async function importHandler(path: string): Promise<{ ms: number; handler: string }> {
+  const script =
+    'const started = performance.now(); const module = await import(process.argv[1]); ' +
+    'console.log(JSON.stringify({ ms: performance.now() - started, handler: typeof module.handler }));';
+  const env = { ...process.env, DATABASE_URL: undefined, STORAGE_DB_SECRET_ID: undefined };
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, path], { env });
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as { ms: number; handler: string };
+}
+
+async function packageStage(stage: Stage, directory: string): Promise<Packaged> {
+  const out = join(directory, stage);
+  assertSucceeded(await runSls(['package', '--stage', stage, '--package', out], slsEnvironment()), `sls package --stage ${stage}`);
+  const template = JSON.parse(await readFile(join(out, 'cloudformation-template-update-stack.json'), 'utf8')) as Template;
+  const conditions = Object.fromEntries(
+    Object.keys(template.Conditions).map((name) => [name, evaluateCondition(template.Conditions[name] ?? null, template.Conditions)]),
+  );
+  const holds = (name: string) => {
+    if (!(name in conditions)) throw new Error(`unknown condition ${name}`);
+    return conditions[name] === true;
+  };
+  const declared = Object.fromEntries(
+    Object.entries(template.Resources).map(([id, resource]) => [id, resolveValue(resource as unknown as Json, holds) as unknown as Resource]),
+  );
+  const resources = Object.fromEntries(
+    Object.entries(declared).filter(([, resource]) => resource.Condition === undefined || holds(resource.Condition)),
+  );
+  const zips: Packaged['zips'] = {};
+  for (const name of ['migrate', 'appStats', 'reviews', 'networkMetrics']) {
+    const path = join(out, `${name}.zip`);
+    zips[name] = { bytes: (await stat(path)).size, files: (await zipEntries(path)).map((entry) => entry.name), path };
+  }
+  return { resources, declared, conditions, zips };
+}
+
+// --- the deployment's own vocabulary ----------------------------------------------------------
+
+const CONSUMERS = [
+  { fn: 'AppStats', pipeline: 'app-stats', batchSize: 200, window: 10 },
+  { fn: 'Reviews', pipeline: 'reviews', batchSize: 500, window: 5 },
+  { fn: 'NetworkMetrics', pipeline: 'network-metrics', batchSize: 50, window: 0 },
+] as const;
+const EXPECTED_GROUPS: Record<Stage, (pipeline: string) => string> = {
+  dev: (pipeline) => `storage-consumer-dev.${pipeline}`,
+  staging: (pipeline) => `storage-consumer-staging.${pipeline}`,
+  prod: (pipeline) => `storage-consumer.${pipeline}`,
+  local: (pipeline) => `storage-consumer.${pipeline}`,
+};
+const ALARM_TOPICS: Record<Stage, string> = {
+  dev: 'arn:aws:sns:eu-west-1:123456789012:storage-consumer-dev-alarms',
+  staging: 'arn:aws:sns:eu-west-1:123456789012:storage-consumer-staging-alarms',
+  prod: 'arn:aws:sns:eu-west-1:123456789012:storage-consumer-prod-alarms',
+  local: 'arn:aws:sns:us-east-1:000000000000:storage-consumer-local-alarms',
+};
+/** The database retry budget of one batch at the default settings (SPEC section 4). */
+const RETRY_BACKOFF_S = 1 + 2 + 4 + 8 + 16;
+const CONNECT_TIMEOUT_S = 5;
+const ATTEMPTS = 6;
+const KAFKA_MAX_TIMEOUT_S = 14 * 60;
+const BUNDLE_LIMIT_BYTES = 1.5 * 1024 * 1024;
+
+const ofType = (packaged: Packaged, type: string, which: 'resources' | 'declared' = 'resources') =>
+  Object.entries(packaged[which]).filter(([, resource]) => resource.Type === type);
+const dependsOn = (resource: Resource) => [resource.DependsOn ?? []].flat();
+const functionRef = (fn: string) => ({ Ref: `${fn}LambdaFunction` });
+
+function statementsOf(role: Resource): JsonObject[] {
+  const policies = (role.Properties.Policies ?? []) as JsonObject[];
+  return policies.flatMap((policy) => ((policy.PolicyDocument as JsonObject).Statement ?? []) as JsonObject[]);
+}
+const actionsOf = (statement: JsonObject) => [statement.Action as string | string[]].flat();
+const resourcesOf = (statement: JsonObject) => [statement.Resource as Json].flat();
+
+// --------------------------------------------------------------------------------------------
+
+const packaged = {} as Record<Stage, Packaged>;
+let directory: string;
+
+beforeAll(async () => {
+  directory = await mkdtemp(join(tmpdir(), 'storage-consumer-package-'));
+  // One after another: each run bundles four functions, and the machine has few cores.
+  for (const stage of STAGES) packaged[stage] = await packageStage(stage, directory);
+}, 900_000);
+
+afterAll(async () => {
+  if (directory) await rm(directory, { recursive: true, force: true });
+});
+
+describe.each(STAGES)('sls package --stage %s', (stage) => {
+  it('runs every function on nodejs24.x, arm64, and bundles each under 1.5 MB', () => {
+    const functions = ofType(packaged[stage], 'AWS::Lambda::Function');
+    expect(functions.map(([id]) => id).sort()).toEqual(
+      ['AppStatsLambdaFunction', 'MigrateLambdaFunction', 'NetworkMetricsLambdaFunction', 'ReviewsLambdaFunction'],
+    );
+    for (const [, fn] of functions) {
+      expect(fn.Properties.Runtime).toBe('nodejs24.x');
+      expect(fn.Properties.Architectures).toEqual(['arm64']);
+    }
+    for (const [name, zip] of Object.entries(packaged[stage].zips)) {
+      expect(zip.bytes, `${name}.zip`).toBeLessThan(BUNDLE_LIMIT_BYTES);
+      expect(zip.files).toContain('handlers/package.json'); // "type": "module" for the .js bundle
+    }
+    expect(packaged[stage].zips.migrate?.files.filter((file) => file.startsWith('migrations/')).sort()).toEqual([
+      'migrations/0001_app_stats.sql',
+      'migrations/0002_reviews.sql',
+      'migrations/0003_network_metrics.sql',
+      'migrations/0004_dead_letter_events.sql',
+    ]);
+    if (stage === 'prod') {
+      console.log(
+        'bundle sizes (zip, bytes):',
+        JSON.stringify(Object.fromEntries(Object.entries(packaged[stage].zips).map(([name, zip]) => [name, zip.bytes]))),
+      );
+    }
+  });
+
+  it('ships each function as a self-contained ES module that Node loads from the unpacked zip alone', async () => {
+    if (stage !== 'prod') return; // the bundles are the same on every stage; prod's are measured
+    const handlers = { migrate: 'migrate', appStats: 'app-stats', reviews: 'reviews', networkMetrics: 'network-metrics' };
+    const timings: Record<string, number> = {};
+    for (const [name, file] of Object.entries(handlers)) {
+      const task = join(directory, 'task', name); // outside the repository: no package.json above it
+      await unpack(packaged[stage].zips[name]!.path, task);
+      const samples: number[] = [];
+      for (let round = 0; round < 3; round += 1) {
+        const loaded = await importHandler(join(task, 'handlers', `${file}.js`));
+        expect(loaded.handler, name).toBe('function');
+        samples.push(loaded.ms);
+      }
+      timings[name] = Math.round(samples.sort((a, b) => a - b)[1]!);
+    }
+    console.log('handler module import time (median of 3, ms):', JSON.stringify(timings));
+  });
+
+  it('gives consumers a timeout that covers the retry budget of a batch, within a Kafka mapping\'s limit', () => {
+    for (const { fn } of CONSUMERS) {
+      const timeout = packaged[stage].resources[`${fn}LambdaFunction`]?.Properties.Timeout as number;
+      expect(timeout).toBeGreaterThan(RETRY_BACKOFF_S + ATTEMPTS * CONNECT_TIMEOUT_S);
+      expect(timeout).toBeLessThanOrEqual(KAFKA_MAX_TIMEOUT_S);
+    }
+  });
+
+  it('runs the migration as a custom resource with the hash of migrations/, before every consumer', async () => {
+    const { resources } = packaged[stage];
+    const migration = resources.SchemaMigration;
+    expect(migration?.Type).toBe('Custom::SchemaMigration');
+    expect(migration?.Properties.ServiceToken).toEqual({ 'Fn::GetAtt': ['MigrateLambdaFunction', 'Arn'] });
+    expect(migration?.Properties.MigrationsHash).toBe(await migrationsHash(DEFAULT_MIGRATIONS_DIRECTORY));
+    const migrateTimeout = resources.MigrateLambdaFunction?.Properties.Timeout as number;
+    expect(migration?.Properties.ServiceTimeout).toBeGreaterThan(migrateTimeout);
+    expect(migration?.Properties.ServiceTimeout).toBeLessThanOrEqual(3600);
+    for (const { fn } of CONSUMERS) {
+      expect(dependsOn(resources[`${fn}LambdaFunction`]!)).toContain('SchemaMigration');
+    }
+  });
+
+  it('switches on report-form failures exactly where the mapping has ReportBatchItemFailures', () => {
+    // Judged on every declared mapping (local declares them under a false condition: the host
+    // feeds its functions there, and the host honours reports by default).
+    const mappings = ofType(packaged[stage], 'AWS::Lambda::EventSourceMapping', 'declared');
+    const functions = ofType(packaged[stage], 'AWS::Lambda::Function', 'declared');
+    for (const [id, fn] of functions) {
+      const variables = ((fn.Properties.Environment as JsonObject | undefined)?.Variables ?? {}) as JsonObject;
+      const reports = variables.STORAGE_FAILURE_RESPONSE === 'report';
+      const own = mappings.filter(([, mapping]) => JSON.stringify(mapping.Properties.FunctionName) === JSON.stringify({ Ref: id }));
+      const reported = own.filter(([, mapping]) => (mapping.Properties.FunctionResponseTypes as Json[] | undefined)?.includes('ReportBatchItemFailures'));
+      if (reports) expect(reported.length, `${id} answers in the report form`).toBe(own.length);
+      if (reports) expect(own.length, `${id} answers in the report form`).toBeGreaterThan(0);
+      if (!reports) expect(reported, `${id} throws, so no mapping of it may read reports`).toEqual([]);
+    }
+  });
+
+  it('keeps retries and record age unlimited and sends no batch to a destination', () => {
+    for (const [id, mapping] of ofType(packaged[stage], 'AWS::Lambda::EventSourceMapping', 'declared')) {
+      expect(mapping.Properties.MaximumRetryAttempts, id).toBe(-1);
+      expect(mapping.Properties.MaximumRecordAgeInSeconds, id).toBe(-1);
+      expect(mapping.Properties.DestinationConfig, id).toBeUndefined();
+      expect(mapping.Properties.BisectBatchOnFunctionError, id).toBe(false);
+    }
+  });
+
+  it('raises seven alarms per consumer, all to the stage\'s topic', () => {
+    const alarms = ofType(packaged[stage], 'AWS::CloudWatch::Alarm');
+    expect(alarms).toHaveLength(CONSUMERS.length * 7);
+    for (const [id, alarm] of alarms) {
+      expect(alarm.Properties.AlarmActions, id).toEqual([ALARM_TOPICS[stage]]);
+      expect(alarm.Properties.OKActions, id).toEqual([ALARM_TOPICS[stage]]);
+    }
+    for (const { fn, pipeline } of CONSUMERS) {
+      const alarm = (kind: string) => packaged[stage].resources[`${fn}${kind}Alarm`]!.Properties;
+      const byFunction = [{ Name: 'FunctionName', Value: functionRef(fn) }];
+      const byPipeline = [
+        { Name: 'service', Value: 'storage-consumer' },
+        { Name: 'pipeline', Value: pipeline },
+      ];
+      expect(alarm('Errors')).toMatchObject({ Namespace: 'AWS/Lambda', MetricName: 'Errors', Dimensions: byFunction, Threshold: 0 });
+      expect(alarm('Throttles')).toMatchObject({ Namespace: 'AWS/Lambda', MetricName: 'Throttles', Dimensions: byFunction, Threshold: 0 });
+      const timeoutMs = (packaged[stage].resources[`${fn}LambdaFunction`]!.Properties.Timeout as number) * 1000;
+      expect(alarm('Duration')).toMatchObject({ MetricName: 'Duration', Statistic: 'Maximum', Dimensions: byFunction, Threshold: 0.8 * timeoutMs });
+      expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
+      expect(alarm('OffsetLag').Threshold).toBeGreaterThan(0);
+      for (const kind of ['DeadLettered', 'BatchFailed']) {
+        expect(alarm(kind)).toMatchObject({
+          Namespace: `StorageConsumer/${stage}`,
+          MetricName: kind,
+          Dimensions: byPipeline,
+          Statistic: 'Sum',
+          ComparisonOperator: 'GreaterThanThreshold',
+          Threshold: 0,
+        });
+      }
+      const stalled = alarm('Stalled');
+      expect(stalled.TreatMissingData).toBe('breaching');
+      const metrics = stalled.Metrics as JsonObject[];
+      const watched = metrics.flatMap((metric) => (metric.MetricStat ? [((metric.MetricStat as JsonObject).Metric as JsonObject).MetricName] : []));
+      expect(watched.sort()).toEqual(['Invocations', 'OffsetLag']);
+      expect(metrics.find((metric) => metric.ReturnData === true)?.Expression).toBe('IF(lag > 0 AND FILL(invocations, 0) == 0, 1, 0)');
+    }
+  });
+
+  it('scopes every IAM statement (only EC2 Describe actions, which take no resource, use *)', () => {
+    const { resources } = packaged[stage];
+    expect(resources.IamRoleLambdaExecution).toBeUndefined(); // no shared catch-all role
+    for (const role of ['ConsumerRole', 'MigrationRole']) {
+      for (const statement of statementsOf(resources[role]!)) {
+        if (resourcesOf(statement).includes('*')) {
+          expect(actionsOf(statement).every((action) => action.startsWith('ec2:Describe')), JSON.stringify(statement)).toBe(true);
+        }
+        expect(actionsOf(statement).some((action) => action.endsWith('*')), JSON.stringify(statement)).toBe(false);
+      }
+    }
+    const migrationActions = statementsOf(resources.MigrationRole!).flatMap(actionsOf);
+    expect(migrationActions.filter((action) => action.startsWith('kafka'))).toEqual([]);
+    expect(migrationActions).not.toContain('cloudwatch:PutMetricData'); // EMF goes through the logs
+    const logs = statementsOf(resources.ConsumerRole!).find((statement) => actionsOf(statement).includes('logs:PutLogEvents'));
+    expect(resourcesOf(logs!)).toEqual(CONSUMERS.map(({ fn }) => ({ 'Fn::GetAtt': [`${fn}LogGroup`, 'Arn'] })));
+  });
+});
+
+describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
+  it('maps each topic with its group id, batch size, window, start, pollers and metrics, after the migration', () => {
+    const { resources } = packaged[stage];
+    const mappings = ofType(packaged[stage], 'AWS::Lambda::EventSourceMapping');
+    expect(mappings).toHaveLength(3);
+    for (const { fn, pipeline, batchSize, window } of CONSUMERS) {
+      const mapping = resources[`${fn}EventSourceMapping`]!;
+      expect(dependsOn(mapping)).toContain('SchemaMigration');
+      const groupConfig = stage === 'dev' ? 'SelfManagedKafkaEventSourceConfig' : 'AmazonManagedKafkaEventSourceConfig';
+      expect(mapping.Properties).toMatchObject({
+        FunctionName: functionRef(fn),
+        Topics: [pipeline],
+        BatchSize: batchSize,
+        MaximumBatchingWindowInSeconds: window,
+        StartingPosition: 'TRIM_HORIZON',
+        FunctionResponseTypes: ['ReportBatchItemFailures'],
+        ProvisionedPollerConfig: { MinimumPollers: 1 },
+        MetricsConfig: { Metrics: ['EventCount', 'ErrorCount', 'KafkaMetrics'] },
+        [groupConfig]: { ConsumerGroupId: EXPECTED_GROUPS[stage](pipeline) },
+      });
+    }
+  });
+
+  it('reads database credentials from the stage\'s secret over verified TLS, inside the VPC', () => {
+    const { resources } = packaged[stage];
+    for (const id of ['MigrateLambdaFunction', ...CONSUMERS.map(({ fn }) => `${fn}LambdaFunction`)]) {
+      const fn = resources[id]!.Properties;
+      const variables = (fn.Environment as JsonObject).Variables as JsonObject;
+      expect(variables.STORAGE_DB_SECRET_ID).toMatch(new RegExp(`^arn:aws:secretsmanager:.*:secret:storage-consumer/${stage}/database-`));
+      expect(variables.STORAGE_DB_SSL).toBe('verify-full');
+      expect(variables.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
+      expect(variables.DATABASE_URL).not.toMatch(/@/); // no credentials in the configuration
+      expect((fn.VpcConfig as JsonObject).SubnetIds).not.toEqual([]);
+      for (const role of ['ConsumerRole', 'MigrationRole']) {
+        const secretStatements = statementsOf(resources[role]!).filter((statement) => actionsOf(statement).includes('secretsmanager:GetSecretValue'));
+        expect(secretStatements.flatMap(resourcesOf)).toContain(variables.STORAGE_DB_SECRET_ID);
+      }
+    }
+  });
+});
+
+describe('Kafka sources per stage', () => {
+  it('dev reads a self-managed cluster over SASL/SCRAM inside the VPC, with the secret readable', () => {
+    const { resources } = packaged.dev;
+    const mapping = resources.ReviewsEventSourceMapping!.Properties;
+    expect(mapping.EventSourceArn).toBeUndefined();
+    expect(((mapping.SelfManagedEventSource as JsonObject).Endpoints as JsonObject).KafkaBootstrapServers).toHaveLength(3);
+    const access = mapping.SourceAccessConfigurations as JsonObject[];
+    expect(access.map((item) => item.Type).sort()).toEqual(['SASL_SCRAM_512_AUTH', 'VPC_SECURITY_GROUP', 'VPC_SUBNET', 'VPC_SUBNET']);
+    const saslSecret = access.find((item) => item.Type === 'SASL_SCRAM_512_AUTH')!.URI;
+    const secretResources = statementsOf(resources.ConsumerRole!)
+      .filter((statement) => actionsOf(statement).includes('secretsmanager:GetSecretValue'))
+      .flatMap(resourcesOf);
+    expect(secretResources).toContain(saslSecret);
+    expect(statementsOf(resources.ConsumerRole!).flatMap(actionsOf).filter((action) => action.startsWith('kafka'))).toEqual([]);
+  });
+
+  it.each(['staging', 'prod'] as const)('%s reads its MSK cluster with IAM access control scoped to its topics and groups', (stage) => {
+    const { resources } = packaged[stage];
+    const cluster = stage === 'prod' ? 'storage-prod' : 'storage-staging';
+    const mapping = resources.ReviewsEventSourceMapping!.Properties;
+    expect(JSON.stringify(mapping.EventSourceArn)).toContain(`:cluster/${cluster}/`);
+    expect(mapping.SelfManagedEventSource).toBeUndefined();
+    expect(mapping.SourceAccessConfigurations).toBeUndefined();
+    const statements = statementsOf(resources.ConsumerRole!);
+    const scope = (action: string) => JSON.stringify(statements.filter((statement) => actionsOf(statement).includes(action)).flatMap(resourcesOf));
+    expect(scope('kafka:GetBootstrapBrokers')).toContain(`:cluster/${cluster}/`);
+    for (const { pipeline } of CONSUMERS) {
+      expect(scope('kafka-cluster:ReadData')).toContain(`:topic/${cluster}/`);
+      expect(scope('kafka-cluster:ReadData')).toContain(`/${pipeline}"`);
+      expect(scope('kafka-cluster:AlterGroup')).toContain(`/${EXPECTED_GROUPS[stage](pipeline)}"`);
+    }
+  });
+
+  it('local leaves the mappings out (LocalStack Community has none) and needs no secret or VPC', () => {
+    const { resources, declared, conditions } = packaged.local;
+    expect(conditions.KafkaMappingsEnabled).toBe(false);
+    expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping')).toEqual([]);
+    expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping', 'declared')).toHaveLength(3);
+    expect(Object.keys(declared).length).toBeGreaterThan(Object.keys(resources).length);
+    const fn = resources.ReviewsLambdaFunction!.Properties;
+    const variables = (fn.Environment as JsonObject).Variables as JsonObject;
+    expect(variables.STORAGE_DB_SECRET_ID).toBe('');
+    expect(variables.STORAGE_DB_SSL).toBe('disable');
+    expect(fn.VpcConfig).toBeUndefined();
+  });
+});
