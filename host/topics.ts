@@ -89,17 +89,30 @@ export async function ensureTopics(
     if (missing.length > 0) {
       const specs = wanted.filter(({ topic }) => missing.some((gap) => gap.topic === topic));
       // False (not an error) when another process created them first; they are checked below.
-      const didCreate = await admin.createTopics({
-        topics: specs.map(({ topic, partitions }) => ({ topic, numPartitions: partitions })),
-        waitForLeaders: true,
-      });
+      const didCreate = await admin
+        .createTopics({
+          topics: specs.map(({ topic, partitions }) => ({ topic, numPartitions: partitions })),
+          waitForLeaders: true,
+        })
+        .catch((error: unknown) => {
+          // kafkajs waits for leaders but retries only LEADER_NOT_AVAILABLE; a loaded broker may
+          // still answer "unknown topic" for a topic it has just created. The check below waits.
+          if (isUnknownTopic(error)) return true;
+          throw error;
+        });
       if (didCreate) {
         created.push(...specs.map(({ topic }) => topic));
         logger.info('created topics', { topics: specs.map(({ topic, partitions }) => ({ topic, partitions })) });
       }
     }
 
-    const current = await describeWith(admin, names);
+    let current = await describeWith(admin, names);
+    // A topic just created may take a moment to show up in the broker's metadata.
+    const deadline = Date.now() + METADATA_WAIT_MS;
+    while (missing.length > 0 && current.some(({ partitions }) => partitions === null) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      current = await describeWith(admin, names);
+    }
     const problems = wanted.flatMap(({ topic, partitions: required }) => {
       const found = current.find((description) => description.topic === topic)?.partitions ?? null;
       return found === null || found < required ? [{ topic, found, required }] : [];
@@ -126,15 +139,30 @@ export async function describeTopics(target: AdminTarget, topics: readonly strin
   return withAdmin(target, (admin) => describeWith(admin, topics));
 }
 
+function isUnknownTopic(error: unknown): boolean {
+  return error instanceof Error && 'type' in error && error.type === 'UNKNOWN_TOPIC_OR_PARTITION';
+}
+
+/** How long a topic the broker lists may take to appear in its metadata (a loaded broker lags). */
+const METADATA_WAIT_MS = 30_000;
+
 async function describeWith(admin: Admin, topics: readonly string[]): Promise<TopicDescription[]> {
-  const existing = new Set(await admin.listTopics());
-  const present = topics.filter((topic) => existing.has(topic));
-  const metadata =
-    present.length === 0 ? [] : (await admin.fetchTopicMetadata({ topics: [...new Set(present)] })).topics;
-  return topics.map((topic) => ({
-    topic,
-    partitions: metadata.find((entry) => entry.name === topic)?.partitions.length ?? null,
-  }));
+  const deadline = Date.now() + METADATA_WAIT_MS;
+  for (;;) {
+    const existing = new Set(await admin.listTopics());
+    const present = topics.filter((topic) => existing.has(topic));
+    try {
+      const metadata =
+        present.length === 0 ? [] : (await admin.fetchTopicMetadata({ topics: [...new Set(present)] })).topics;
+      return topics.map((topic) => ({
+        topic,
+        partitions: metadata.find((entry) => entry.name === topic)?.partitions.length ?? null,
+      }));
+    } catch (error) {
+      if (!isUnknownTopic(error) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
 }
 
 async function withAdmin<T>(target: AdminTarget, use: (admin: Admin) => Promise<T>): Promise<T> {
