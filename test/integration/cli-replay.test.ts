@@ -1,0 +1,207 @@
+import type { Admin } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHost } from '../../host/run.js';
+import type { HostHandle } from '../../host/run.js';
+import { loadHostSettings } from '../../host/settings.js';
+import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
+import { createMigratedSchema } from '../helpers/database.js';
+import type { TestSchema } from '../helpers/database.js';
+import type { PipelineNames } from '../helpers/host.js';
+import {
+  capturingLogger,
+  committedOffsets,
+  createTestPipelines,
+  endOffsets,
+  hostEnvironment,
+  jsonMessages,
+  temporaryDirectory,
+  waitForCommittedToEnd,
+} from '../helpers/host.js';
+import { produce, testKafka } from '../helpers/kafka.js';
+import { sampleAppStats, sampleReview } from '../helpers/messages.js';
+
+interface PositionJson {
+  group: string;
+  members: unknown[];
+  lag: number;
+  partitions: Array<{ partition: number; committed: string | null; start: string; end: string; lag: number }>;
+}
+interface ReplayJson {
+  pipeline: string;
+  to: string;
+  replayed: boolean;
+  before: PositionJson;
+  after: PositionJson | null;
+}
+
+let schema: TestSchema;
+let admin: Admin;
+let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
+const hosts: HostHandle[] = [];
+
+beforeAll(async () => {
+  schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'clireplay');
+  admin = testKafka('cli-replay-test').admin();
+  await admin.connect();
+  heartbeats = await temporaryDirectory('cli-replay-');
+});
+
+afterAll(async () => {
+  await Promise.all(hosts.map((host) => host.stop()));
+  await admin?.disconnect();
+  await schema?.drop();
+  await heartbeats?.remove();
+});
+
+function environment(names: PipelineNames): Record<string, string> {
+  return hostEnvironment({ databaseUrl: schema.url, names, heartbeatDir: heartbeats.path });
+}
+
+async function runHostUntilCaughtUp(env: Record<string, string>, names: PipelineNames, pipelines: readonly PipelineName[]): Promise<HostHandle> {
+  const host = startHost(loadHostSettings({ ...env, STORAGE_PIPELINES: pipelines.join(',') }), { logger: capturingLogger() });
+  hosts.push(host);
+  expect(await host.running).toBe(true);
+  for (const pipeline of pipelines) await waitForCommittedToEnd(admin, names.groups[pipeline], names.topics[pipeline]);
+  return host;
+}
+
+/** Every stored column a replay could have touched, in a stable order. */
+async function reviewRows(prefix: string): Promise<unknown[]> {
+  const { rows } = await schema.pool.query(
+    `SELECT review_id, thumbs_up_count, last_synced_at::text, source_partition, source_offset::text, ingested_at::text, first_seen_at::text
+       FROM reviews WHERE review_id LIKE $1 ORDER BY review_id`,
+    [`${prefix}:%`],
+  );
+  return rows;
+}
+
+const asStrings = (offsets: Map<number, bigint>) => [...offsets].sort(([a], [b]) => a - b).map(([, offset]) => offset.toString());
+
+describe('replay reviews', () => {
+  let names: PipelineNames;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    names = await retryWhileTopicUnknown(() => createTestPipelines('cli-replay'));
+    env = environment(names);
+    const reviews = Array.from({ length: 30 }, (_, index) => ({ ...sampleReview(), review_id: `replay:${index}` }));
+    await produce(names.topics.reviews, jsonMessages(reviews, { key: (index) => `replay:${index}` }));
+    await produce(
+      names.topics['app-stats'],
+      jsonMessages(Array.from({ length: 4 }, (_, index) => ({ ...sampleAppStats(), crawled_at: `2026-11-30T0${index}:00:00Z` }))),
+    );
+  });
+
+  it('refuses while the group has an active member, and changes nothing', async () => {
+    // Prepare
+    const host = await runHostUntilCaughtUp(env, names, ['reviews']);
+    const before = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
+
+    // Act
+    const refused = await runCli(['replay', 'reviews', '--to', 'earliest'], env);
+
+    // Assess
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`group ${names.groups.reviews} has 1 active member(s)`);
+    expect(refused.stderr).toContain('nothing was changed');
+    expect(refused.stderr).toContain('disable its event source mapping');
+    expect(refused.stdout).toContain('1 member(s)');
+    expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
+    expect(await host.stop()).toBe(0);
+  });
+
+  it('resets only the reviews group; the reviews are consumed again and the data stays the same', async () => {
+    // Prepare: everything consumed and stored, then the host stops
+    const host = await runHostUntilCaughtUp(env, names, PIPELINE_NAMES);
+    expect(await host.stop()).toBe(0);
+    const rowsBefore = await reviewRows('replay');
+    expect(rowsBefore).toHaveLength(30);
+    const ends = await endOffsets(admin, names.topics.reviews);
+    const appStatsBefore = await committedOffsets(admin, names.groups['app-stats'], names.topics['app-stats']);
+    const networkBefore = await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics']);
+
+    // Act
+    const replayed = await runCli(['replay', 'reviews', '--to', 'earliest', '--json'], env);
+
+    // Assess: the offsets before and after, and no other group moved
+    expect(replayed.code).toBe(0);
+    const report = JSON.parse(replayed.stdout) as ReplayJson;
+    expect(report).toMatchObject({ pipeline: 'reviews', to: 'earliest', replayed: true });
+    expect(report.before.partitions.map((partition) => partition.committed)).toEqual(asStrings(ends));
+    expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['0', '0', '0']);
+    expect(report.after?.lag).toBe(Number([...ends.values()].reduce((sum, end) => sum + end, 0n)));
+    expect(asStrings(await committedOffsets(admin, names.groups.reviews, names.topics.reviews))).toEqual(['0', '0', '0']);
+    expect(await committedOffsets(admin, names.groups['app-stats'], names.topics['app-stats'])).toEqual(appStatsBefore);
+    expect(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).toEqual(networkBefore);
+
+    // Act: the pipeline runs again and re-consumes every review
+    const again = await runHostUntilCaughtUp(env, names, ['reviews']);
+    expect(await again.stop()).toBe(0);
+
+    // Assess: idempotency: the same rows, untouched
+    expect(asStrings(await committedOffsets(admin, names.groups.reviews, names.topics.reviews))).toEqual(asStrings(ends));
+    expect(await reviewRows('replay')).toEqual(rowsBefore);
+  });
+
+  it('--to latest skips what is on the topic (first deployment with a legacy backlog); the table shows before and after', async () => {
+    // Prepare: a backlog the pipeline should not consume
+    await produce(names.topics.reviews, jsonMessages(Array.from({ length: 6 }, (_, index) => ({ legacyCamelCase: index }))));
+    const before = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
+    const ends = await endOffsets(admin, names.topics.reviews);
+
+    // Act
+    const replayed = await runCli(['replay', 'reviews', '--to', 'latest'], env);
+    const lag = await runCli(['lag', '--pipeline', 'reviews', '--json'], env);
+
+    // Assess
+    expect(replayed.code).toBe(0);
+    expect(replayed.stdout).toContain('reset to latest:');
+    const rows = tableRows(replayed.stdout.slice(replayed.stdout.indexOf('reset to latest:')));
+    expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG']);
+    expect(rows.slice(2)).toEqual(
+      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0']),
+    );
+    const [group] = (JSON.parse(lag.stdout) as { groups: PositionJson[] }).groups;
+    expect(group?.lag).toBe(0);
+    expect(group?.partitions.map((partition) => partition.committed)).toEqual(asStrings(ends));
+  });
+});
+
+describe('replay to a timestamp', () => {
+  it('moves each partition to the first message at or after the instant', async () => {
+    // Prepare: ten reviews one second apart on partition 0; partitions 1 and 2 stay empty
+    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-replay-ts'));
+    const env = environment(names);
+    const start = Date.parse('2026-11-30T06:00:00Z');
+    await produce(
+      names.topics.reviews,
+      Array.from({ length: 10 }, (_, index) => ({
+        partition: 0,
+        timestamp: String(start + index * 1000),
+        value: JSON.stringify({ ...sampleReview(), review_id: `ts:${index}` }),
+      })),
+    );
+
+    // Act
+    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--json'], env);
+
+    // Assess
+    expect(replayed.code).toBe(0);
+    const report = JSON.parse(replayed.stdout) as ReplayJson;
+    expect(report.to).toBe('2026-11-30T06:00:05.000Z');
+    expect(report.before.partitions.map((partition) => partition.committed)).toEqual([null, null, null]);
+    expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['5', '0', '0']);
+    const [end] = await admin.fetchTopicOffsets(names.topics.reviews).then((offsets) => offsets.filter((offset) => offset.partition === 0));
+    expect(report.after?.lag).toBe(Number(end?.high) - 5);
+  });
+
+  it('refuses a bad pipeline or target before touching Kafka (exit 2)', async () => {
+    const env = { KAFKA_BROKERS: '127.0.0.1:1' };
+    expect((await runCli(['replay', 'reviews'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'comments', '--to', 'earliest'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'reviews', '--to', 'yesterday'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'reviews', '--to', '2026-02-30T00:00:00Z'], env)).code).toBe(2);
+  });
+});

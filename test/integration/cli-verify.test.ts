@@ -1,0 +1,252 @@
+import type { Admin } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHost } from '../../host/run.js';
+import type { HostHandle } from '../../host/run.js';
+import { loadHostSettings } from '../../host/settings.js';
+import { describeTopics } from '../../host/topics.js';
+import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
+import { createMigratedSchema } from '../helpers/database.js';
+import type { TestSchema } from '../helpers/database.js';
+import type { PipelineNames } from '../helpers/host.js';
+import {
+  capturingLogger,
+  committedOffsets,
+  createTestPipelines,
+  endOffsets,
+  hostEnvironment,
+  jsonMessages,
+  temporaryDirectory,
+  waitForCommittedToEnd,
+  waitUntil,
+} from '../helpers/host.js';
+import { produce, testKafka } from '../helpers/kafka.js';
+import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
+
+interface StepJson {
+  step: string;
+  status: 'ok' | 'failed' | 'not run';
+  summary: string;
+  data: unknown;
+}
+interface VerifyJson {
+  ok: boolean;
+  failedStep: string | null;
+  steps: StepJson[];
+}
+interface GroupJson {
+  pipeline: string;
+  group: string;
+  state: string;
+  members: unknown[];
+  lag: number;
+  partitions: Array<{ partition: number; committed: string | null; end: string; lag: number }>;
+}
+
+let schema: TestSchema;
+let admin: Admin;
+let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
+const hosts: HostHandle[] = [];
+
+beforeAll(async () => {
+  schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'cliverify');
+  admin = testKafka('cli-verify-test').admin();
+  await admin.connect();
+  heartbeats = await temporaryDirectory('cli-verify-');
+});
+
+afterAll(async () => {
+  await Promise.all(hosts.map((host) => host.stop()));
+  await admin?.disconnect();
+  await schema?.drop();
+  await heartbeats?.remove();
+});
+
+function environment(names: PipelineNames, databaseUrl = schema.url): Record<string, string> {
+  return hostEnvironment({ databaseUrl, names, heartbeatDir: heartbeats.path });
+}
+
+async function verifyJson(env: Record<string, string>, ...args: string[]): Promise<{ code: number; report: VerifyJson }> {
+  const run = await runCli(['verify', '--json', ...args], env);
+  return { code: run.code, report: JSON.parse(run.stdout) as VerifyJson };
+}
+
+const reviews = (prefix: string, count: number) =>
+  Array.from({ length: count }, (_, index) => ({ ...sampleReview(), review_id: `${prefix}:${index}` }));
+
+describe('verify on a healthy stack, then with a stopped pipeline', () => {
+  let names: PipelineNames;
+  let env: Record<string, string>;
+  let host: HostHandle;
+
+  beforeAll(async () => {
+    names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify'));
+    env = environment(names);
+    await produce(names.topics.reviews, jsonMessages(reviews('verify', 12), { key: (index) => `verify:${index}` }));
+    await produce(names.topics['app-stats'], jsonMessages([sampleAppStats()]));
+    await produce(names.topics['network-metrics'], jsonMessages([sampleNetworkMetrics()]));
+    host = startHost(loadHostSettings(env), { logger: capturingLogger() });
+    hosts.push(host);
+    expect(await host.running).toBe(true);
+    for (const pipeline of PIPELINE_NAMES) await waitForCommittedToEnd(admin, names.groups[pipeline], names.topics[pipeline]);
+  });
+
+  it('passes every step, and the table carries the same figures as --json', async () => {
+    // Act
+    const { code, report } = await verifyJson(env);
+    const table = await runCli(['verify'], env);
+
+    // Assess
+    expect(code).toBe(0);
+    expect(report.ok).toBe(true);
+    expect(report.failedStep).toBeNull();
+    expect(report.steps.map((step) => [step.step, step.status])).toEqual([
+      ['schema', 'ok'],
+      ['topics', 'ok'],
+      ['messages', 'ok'],
+      ['dead-letters', 'ok'],
+      ['lag', 'ok'],
+    ]);
+    // What is on each topic (a loaded broker can make the test producer's retry write a message
+    // twice: the rows stay the same, which is the point).
+    const onTopic = async (pipeline: PipelineName) =>
+      (await admin.fetchTopicOffsets(names.topics[pipeline])).reduce((sum, { low, high }) => sum + Number(high) - Number(low), 0);
+    const messages = report.steps[2]?.data as Array<{ pipeline: string; topic: string; messages: number; table: string; rows: number }>;
+    expect(messages.map((row) => [row.pipeline, row.messages, row.table, row.rows])).toEqual([
+      ['app-stats', await onTopic('app-stats'), 'app_stats', 1],
+      ['reviews', await onTopic('reviews'), 'reviews', 12],
+      ['network-metrics', await onTopic('network-metrics'), 'network_metrics', 1],
+    ]);
+    const lag = report.steps[4]?.data as GroupJson[];
+    expect(lag.map((group) => [group.pipeline, group.lag, group.members.length])).toEqual([
+      ['app-stats', 0, 1],
+      ['reviews', 0, 1],
+      ['network-metrics', 0, 1],
+    ]);
+
+    expect(table.code).toBe(0);
+    expect(table.stdout).toContain('verify: everything holds');
+    const rows = tableRows(table.stdout);
+    for (const row of messages) expect(rows).toContainEqual([row.pipeline, row.topic, String(row.messages), row.table, String(row.rows)]);
+    for (const group of lag) expect(rows).toContainEqual([group.pipeline, group.group, group.state, '1', '0']);
+  });
+
+  it('healthcheck passes while the host writes its heartbeats', async () => {
+    const json = await runCli(['healthcheck', '--json'], env);
+    const text = await runCli(['healthcheck'], env);
+
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ healthy: true, pipelines: ['app-stats', 'reviews', 'network-metrics'], problems: [] });
+    expect(text.stdout).toBe('healthy: app-stats, reviews, network-metrics\n');
+  });
+
+  it('lag shows committed and end offsets per partition; the table matches --json', async () => {
+    // Act
+    const json = await runCli(['lag', '--json', '--pipeline', 'reviews'], env);
+    const table = await runCli(['lag', '--pipeline', 'reviews'], env);
+
+    // Assess
+    expect(json.code).toBe(0);
+    const [group] = (JSON.parse(json.stdout) as { groups: GroupJson[] }).groups;
+    expect(group?.group).toBe(names.groups.reviews);
+    expect(group?.members).toHaveLength(1);
+    const ends = await admin.fetchTopicOffsets(names.topics.reviews);
+    expect(group?.partitions.map((partition) => partition.end)).toEqual(ends.sort((a, b) => a.partition - b.partition).map((end) => end.high));
+    expect(group?.partitions.every((partition) => partition.committed === partition.end && partition.lag === 0)).toBe(true);
+    expect(table.stdout).toContain(`reviews: group ${names.groups.reviews} on ${names.topics.reviews}, Stable, 1 member(s)`);
+    const rows = tableRows(table.stdout).slice(2);
+    expect(rows).toEqual(group?.partitions.map((partition) => [String(partition.partition), partition.committed ?? 'none', partition.end, String(partition.lag)]));
+  });
+
+  it('fails at the lag step when a stopped pipeline builds lag, naming its group', async () => {
+    // Prepare: the host stops; reviews keep coming.
+    expect(await host.stop()).toBe(0);
+    await produce(names.topics.reviews, jsonMessages(reviews('verify-late', 5)));
+    const [ends, committed] = await Promise.all([
+      endOffsets(admin, names.topics.reviews),
+      committedOffsets(admin, names.groups.reviews, names.topics.reviews),
+    ]);
+    const behind = [...ends].reduce((sum, [partition, end]) => sum + end - (committed.get(partition) ?? 0n), 0n);
+    expect(behind).toBeGreaterThanOrEqual(5n);
+
+    // Act
+    const { code, report } = await verifyJson(env);
+    const overThreshold = await verifyJson(env, '--max-lag', '2');
+    const table = await runCli(['verify'], env);
+
+    // Assess
+    expect(code).toBe(1);
+    expect(report.failedStep).toBe('lag');
+    expect(report.steps.slice(0, 4).every((step) => step.status === 'ok')).toBe(true);
+    expect(report.steps[4]?.summary).toBe(
+      `group ${names.groups.reviews} has ${behind} message(s) of lag and no members: its pipeline is not consuming`,
+    );
+    expect(overThreshold.report.steps[4]?.summary).toBe(`group ${names.groups.reviews} lags ${behind} message(s), more than 2`);
+    expect(table.code).toBe(1);
+    expect(table.stdout).toContain(`verify FAILED at step lag: group ${names.groups.reviews} has ${behind} message(s) of lag`);
+  });
+
+  it('healthcheck fails once the stopped host heartbeats are stale', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+
+    const stale = await runCli(['healthcheck', '--max-age', '1s'], env);
+
+    expect(stale.code).toBe(1);
+    expect(stale.stdout).toMatch(/^unhealthy: app-stats: heartbeat \d+ ms old \(limit 1000 ms\)/);
+  });
+});
+
+describe('verify fails at the step that broke', () => {
+  it('schema: a migration that is not applied', async () => {
+    // Prepare: a database whose last migration was never applied
+    const behind = await createMigratedSchema([], 'cliverifyschema');
+    try {
+      await behind.pool.query('DROP TABLE dead_letter_events; DELETE FROM storage_consumer_migrations WHERE version = 4');
+      const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-schema'));
+
+      // Act
+      const { code, report } = await verifyJson(environment(names, behind.url));
+      const table = await runCli(['verify'], environment(names, behind.url));
+
+      // Assess
+      expect(code).toBe(1);
+      expect(report.failedStep).toBe('schema');
+      expect(report.steps[0]?.summary).toBe('not applied: 0004_dead_letter_events.sql');
+      expect(report.steps.slice(1).map((step) => step.status)).toEqual(['not run', 'not run', 'not run', 'not run']);
+      expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0004_dead_letter_events.sql');
+    } finally {
+      await behind.drop();
+    }
+  });
+
+  it('topics: a topic with 1 partition', async () => {
+    // Prepare: the reviews topic was auto-created (1 partition)
+    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-topics'));
+    const narrow = `${names.topics.reviews}-narrow`;
+    await retryWhileTopicUnknown(() => admin.createTopics({ topics: [{ topic: narrow, numPartitions: 1 }], waitForLeaders: true }));
+    await waitUntil(`${narrow} in the metadata`, async () => (await describeTopics(admin, [narrow]))[0]?.partitions === 1);
+    const env = { ...environment(names), STORAGE_TOPIC_REVIEWS: narrow };
+
+    // Act
+    const { code, report } = await verifyJson(env);
+
+    // Assess
+    expect(code).toBe(1);
+    expect(report.failedStep).toBe('topics');
+    expect(report.steps[0]?.status).toBe('ok');
+    expect(report.steps[1]?.summary).toBe(`topic ${narrow} has 1 partition(s), 3 required`);
+    expect(report.steps.slice(2).every((step) => step.status === 'not run')).toBe(true);
+  });
+
+  it('topics: a topic that does not exist', async () => {
+    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-missing'));
+    const env = { ...environment(names), STORAGE_TOPIC_APP_STATS: `${names.topics['app-stats']}-missing` };
+
+    const { code, report } = await verifyJson(env);
+
+    expect(code).toBe(1);
+    expect(report.failedStep).toBe('topics');
+    expect(report.steps[1]?.summary).toBe(`topic ${names.topics['app-stats']}-missing does not exist`);
+  });
+});
