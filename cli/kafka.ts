@@ -1,5 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
-import type { Admin, KafkaConfig, SASLOptions } from 'kafkajs';
+import type { Admin, KafkaConfig } from 'kafkajs';
+import { kafkaConnection } from '../host/kafka-connection.js';
 import type { KafkaSettings } from '../host/settings.js';
 import { loadHostSettings } from '../host/settings.js';
 import type { Environment } from '../shared/env.js';
@@ -9,10 +10,8 @@ import type { CliIo } from './command.js';
 /** kafkajs client options from the host's Kafka settings (brokers, TLS, SASL). */
 function clientConfig(kafka: KafkaSettings): KafkaConfig {
   return {
+    ...kafkaConnection(kafka),
     clientId: `${kafka.clientId}-cli`,
-    brokers: [...kafka.brokers],
-    ssl: kafka.ssl ? { rejectUnauthorized: kafka.ssl.rejectUnauthorized, ...(kafka.ssl.ca ? { ca: [kafka.ssl.ca] } : {}) } : false,
-    ...(kafka.sasl ? { sasl: { ...kafka.sasl } as SASLOptions } : {}),
     // A command reports its own errors; kafkajs' retries would only repeat them on stderr.
     logLevel: logLevel.NOTHING,
     retry: { retries: 3 },

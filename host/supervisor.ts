@@ -1,11 +1,12 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Kafka, logLevel } from 'kafkajs';
-import type { KafkaConfig, LogEntry, SASLOptions } from 'kafkajs';
+import type { KafkaConfig, LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../shared/db.js';
 import { connectionConfig } from '../shared/db.js';
 import { runMigrations } from '../shared/migrations/run.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { createHeartbeat } from './heartbeat.js';
+import { kafkaConnection } from './kafka-connection.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import type { PipelineConsumer } from './pipeline-consumer.js';
@@ -45,14 +46,8 @@ export function createHostLogger(): CoreLogger {
 }
 
 function kafkaConfig(kafka: KafkaSettings, logger: CoreLogger): KafkaConfig {
-  const sasl: SASLOptions | undefined = kafka.sasl
-    ? ({ mechanism: kafka.sasl.mechanism, username: kafka.sasl.username, password: kafka.sasl.password } as SASLOptions)
-    : undefined;
   return {
-    clientId: kafka.clientId,
-    brokers: [...kafka.brokers],
-    ssl: kafka.ssl ? { rejectUnauthorized: kafka.ssl.rejectUnauthorized, ...(kafka.ssl.ca ? { ca: [kafka.ssl.ca] } : {}) } : false,
-    ...(sasl ? { sasl } : {}),
+    ...kafkaConnection(kafka),
     logLevel: logLevel.WARN,
     logCreator:
       () =>

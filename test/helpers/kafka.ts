@@ -77,6 +77,9 @@ export async function produce(topic: string, messages: readonly Message[]): Prom
   const producer = testKafka('integration-test-producer').producer({
     createPartitioner: Partitioners.DefaultPartitioner,
     allowAutoTopicCreation: false,
+    // A retried send must not write a batch twice (seen under load): tests count what they produced.
+    idempotent: true,
+    maxInFlightRequests: 1,
   });
   await producer.connect();
   try {

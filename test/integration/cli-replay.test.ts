@@ -5,7 +5,7 @@ import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
-import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
+import { runCli, tableRows } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import type { PipelineNames } from '../helpers/host.js';
@@ -84,7 +84,7 @@ describe('replay reviews', () => {
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    names = await retryWhileTopicUnknown(() => createTestPipelines('cli-replay'));
+    names = await createTestPipelines('cli-replay');
     env = environment(names);
     const reviews = Array.from({ length: 30 }, (_, index) => ({ ...sampleReview(), review_id: `replay:${index}` }));
     await produce(names.topics.reviews, jsonMessages(reviews, { key: (index) => `replay:${index}` }));
@@ -172,7 +172,7 @@ describe('replay reviews', () => {
 describe('replay to a timestamp', () => {
   it('moves each partition to the first message at or after the instant', async () => {
     // Prepare: ten reviews one second apart on partition 0; partitions 1 and 2 stay empty
-    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-replay-ts'));
+    const names = await createTestPipelines('cli-replay-ts');
     const env = environment(names);
     const start = Date.parse('2026-11-30T06:00:00Z');
     await produce(

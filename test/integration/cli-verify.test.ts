@@ -81,7 +81,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
   let host: HostHandle;
 
   beforeAll(async () => {
-    names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify'));
+    names = await createTestPipelines('cli-verify');
     env = environment(names);
     await produce(names.topics.reviews, jsonMessages(reviews('verify', 12), { key: (index) => `verify:${index}` }));
     await produce(names.topics['app-stats'], jsonMessages([sampleAppStats()]));
@@ -203,7 +203,7 @@ describe('verify fails at the step that broke', () => {
     const behind = await createMigratedSchema([], 'cliverifyschema');
     try {
       await behind.pool.query('DROP TABLE dead_letter_events; DELETE FROM storage_consumer_migrations WHERE version = 4');
-      const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-schema'));
+      const names = await createTestPipelines('cli-verify-schema');
 
       // Act
       const { code, report } = await verifyJson(environment(names, behind.url));
@@ -222,7 +222,7 @@ describe('verify fails at the step that broke', () => {
 
   it('topics: a topic with 1 partition', async () => {
     // Prepare: the reviews topic was auto-created (1 partition)
-    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-topics'));
+    const names = await createTestPipelines('cli-verify-topics');
     const narrow = `${names.topics.reviews}-narrow`;
     await retryWhileTopicUnknown(() => admin.createTopics({ topics: [{ topic: narrow, numPartitions: 1 }], waitForLeaders: true }));
     await waitUntil(`${narrow} in the metadata`, async () => (await describeTopics(admin, [narrow]))[0]?.partitions === 1);
@@ -240,7 +240,7 @@ describe('verify fails at the step that broke', () => {
   });
 
   it('topics: a topic that does not exist', async () => {
-    const names = await retryWhileTopicUnknown(() => createTestPipelines('cli-verify-missing'));
+    const names = await createTestPipelines('cli-verify-missing');
     const env = { ...environment(names), STORAGE_TOPIC_APP_STATS: `${names.topics['app-stats']}-missing` };
 
     const { code, report } = await verifyJson(env);
