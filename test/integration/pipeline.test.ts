@@ -8,64 +8,21 @@ import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestRecord } from '../helpers/pipeline.js';
 import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 const WEATHER = { id: 101, package_name: 'com.example.weather' };
 const CHAT = { id: 102, package_name: 'com.example.chat', is_active: false };
 
 function review(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    review_id: 'gp:review-1',
-    package_name: WEATHER.package_name,
-    user_name: 'Sara K.',
-    content: 'Accurate forecasts, but the widget stopped updating.',
-    score: 3,
-    thumbs_up_count: 17,
-    review_created_version: '7.4.0',
-    app_version: '7.4.1',
-    reviewed_at: '2026-11-28T19:44:02',
-    reply_content: null,
-    replied_at: null,
-    last_synced_at: '2026-11-30T06:02:11.480113Z',
-    ...overrides,
-  };
+  return { ...sampleReview(), review_id: 'gp:review-1', ...overrides };
 }
 
 function appStats(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    package_name: WEATHER.package_name,
-    crawled_at: '2026-11-30T06:00:00.123456',
-    score: 4.31,
-    ratings_count: 182734,
-    reviews_count: 40211,
-    min_installs: 10000000,
-    real_installs: 14532118,
-    histogram: [9120, 3011, 7420, 30110, 133073],
-    price: 0,
-    currency: 'USD',
-    version: '7.4.1',
-    app_updated_at: '2026-11-21T14:03:00Z',
-    ...overrides,
-  };
+  return { ...sampleAppStats(), ...overrides };
 }
 
 function networkMetrics(overrides: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    analysis_id: '9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b',
-    package_name: WEATHER.package_name,
-    captured_at: '2026-11-30T09:15:00Z',
-    duration_ms: 60000,
-    packet_count: 8412,
-    bytes_sent: 412330,
-    bytes_received: 5120987,
-    tcp_connections: 23,
-    dns_queries: 41,
-    unique_hosts: 12,
-    avg_rtt_ms: 38.2,
-    retransmission_rate: 0.004,
-    protocols: { tls: 7010, dns: 82, quic: 1320 },
-    analyzer_version: '1.8.0',
-    ...overrides,
-  };
+  return { ...sampleNetworkMetrics(), ...overrides };
 }
 
 let schema: TestSchema;
