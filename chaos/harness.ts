@@ -16,6 +16,8 @@ import { checkCommittedOffsets, checkDatabase } from './checker.js';
 import type { DatabaseCheck, OffsetGap } from './checker.js';
 import type { FaultKind, FaultPlan, ScheduledFault } from './faults.js';
 import { scheduleFaults } from './faults.js';
+import { startRunGuardian } from './guardian.js';
+import type { RunGuardian } from './guardian.js';
 import { HostFleet } from './hosts.js';
 import type { UnexpectedExit } from './hosts.js';
 import { ChaosKafka } from './kafka.js';
@@ -182,10 +184,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let kafka: ChaosKafka | undefined;
   let fleet: HostFleet | undefined;
   let pool: pg.Pool | undefined;
+  let guardian: RunGuardian | undefined;
   let passed = false;
   try {
     // PostgreSQL runs as its own user (the machine may run us as root): it must reach its folder.
     await chmod(workDir, 0o755);
+    guardian = startRunGuardian(workDir);
     const started = await Promise.allSettled([startChaosDatabase(join(workDir, 'postgres')), startChaosBroker(join(workDir, 'kafka'), () => undefined)]);
     if (started[0].status === 'fulfilled') database = started[0].value;
     if (started[1].status === 'fulfilled') broker = started[1].value;
@@ -204,7 +208,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
 
     const brokers = broker.brokers;
     const databaseUrl = database.url;
-    fleet = new HostFleet((name) => hostEnvironment(name, brokers, databaseUrl, workDir), workDir, log);
+    const recordHost = guardian.recordHost;
+    fleet = new HostFleet((name) => hostEnvironment(name, brokers, databaseUrl, workDir), workDir, log, recordHost);
     const first = await fleet.start('a');
     log(`host a started: pid ${first.pid} is "${first.commandLine}"`);
 
@@ -360,6 +365,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     await kafka?.close();
     await pool?.end().catch(() => undefined);
     await Promise.allSettled([broker?.stop(), database?.stop()]);
+    guardian?.dismiss();
     if (passed && options.keep !== true) await rm(workDir, { recursive: true, force: true });
   }
 }

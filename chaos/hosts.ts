@@ -54,6 +54,8 @@ export class HostFleet {
     private readonly env: (name: string) => Record<string, string>,
     private readonly logDir: string,
     private readonly log: (line: string) => void,
+    /** Told every new pid (the run's guardian records it). */
+    private readonly onSpawn: (pid: number) => Promise<void> = async () => undefined,
   ) {}
 
   /** Names of the hosts currently running. */
@@ -85,6 +87,7 @@ export class HostFleet {
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       child.once('exit', (code, signal) => resolve({ code, signal })),
     );
+    await this.onSpawn(pid);
     const instance: Instance = { name, child, pid, logFile, exited, intended: false };
     this.instances.set(name, instance);
     void exited.then((exit) => this.onExit(instance, exit));

@@ -73,8 +73,9 @@ export interface ChaosDatabase {
 export async function startChaosDatabase(dataDir: string): Promise<ChaosDatabase> {
   const [port] = await freePorts(1);
   const options = { dataDir, port: port as number, persistent: true };
-  let current: EmbeddedDatabase = await startEmbeddedPostgres(options);
   const postmasterPid = async () => Number.parseInt((await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
+  const start = () => startEmbeddedPostgres(options);
+  let current: EmbeddedDatabase = await start();
   return {
     url: current.url,
     async crashAndRestart() {
@@ -83,7 +84,7 @@ export async function startChaosDatabase(dataDir: string): Promise<ChaosDatabase
       process.kill(pid, 'SIGQUIT');
       // stop() waits for the postmaster's exit (its SIGINT finds it already going).
       await current.stop();
-      current = await startEmbeddedPostgres(options);
+      current = await start();
       return { downMs: Date.now() - began };
     },
     stop: () => current.stop(),
