@@ -5,6 +5,8 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root (the service directory). */
@@ -38,8 +40,14 @@ export function spawnSls(args: readonly string[], env: NodeJS.ProcessEnv = slsEn
   return spawn(process.execPath, [SLS, ...args], { cwd: SERVICE_DIRECTORY, env, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-/** Runs `sls <args>` to completion (killed after `timeoutMs`). */
-export async function runSls(args: readonly string[], env?: NodeJS.ProcessEnv, timeoutMs = 300_000): Promise<SlsResult> {
+/** Removes a run's serverless-esbuild work folder (`sls package` removes its own; `invoke local` does not). */
+export async function removeWorkFolder(env: NodeJS.ProcessEnv): Promise<void> {
+  const folder = env.STORAGE_ESBUILD_WORK_FOLDER;
+  if (folder?.startsWith('.esbuild/test-')) await rm(join(SERVICE_DIRECTORY, folder), { recursive: true, force: true });
+}
+
+/** Runs `sls <args>` to completion (killed after `timeoutMs`), then removes its work folder. */
+export async function runSls(args: readonly string[], env: NodeJS.ProcessEnv = slsEnvironment(), timeoutMs = 300_000): Promise<SlsResult> {
   const child = spawnSls(args, env);
   let stdout = '';
   let stderr = '';
@@ -50,6 +58,7 @@ export async function runSls(args: readonly string[], env?: NodeJS.ProcessEnv, t
     child.on('error', reject);
     child.on('close', resolve);
   }).finally(() => clearTimeout(timer));
+  await removeWorkFolder(env);
   return { code, stdout, stderr };
 }
 
