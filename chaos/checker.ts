@@ -8,7 +8,7 @@ import type { ExpectedState } from './model.js';
 import { coordinate } from './model.js';
 import type { DataTable } from './stored-rows.js';
 import { DATA_TABLES, differingColumns, readRows } from './stored-rows.js';
-import { naturalKeyOf } from './workload.js';
+import { naturalKeyOf } from './plan.js';
 
 /** Per table: expected keys, rows found, and what went wrong. */
 export interface TableCheck {

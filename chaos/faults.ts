@@ -3,7 +3,9 @@
  * workload already produced (the harness paces production to consumption, so the hosts are
  * busy at every point); the schedule comes from the seed, so a failing run can be replayed.
  */
+import type { HostFleet } from './hosts.js';
 import type { Random } from './random.js';
+import type { ChaosBroker, ChaosDatabase } from './servers.js';
 
 /** The faults the harness injects. */
 export const FAULT_KINDS = ['kill-host', 'restart-postgres', 'restart-broker', 'second-host-joins', 'second-host-leaves'] as const;
@@ -41,4 +43,45 @@ export function scheduleFaults(plan: FaultPlan, random: Random): ScheduledFault[
     add('second-host-leaves', at(join + 0.15, 0.9));
   }
   return faults.sort((a, b) => a.at - b.at);
+}
+
+/** What faults act on. */
+export interface FaultTargets {
+  readonly fleet: HostFleet;
+  readonly database: ChaosDatabase;
+  readonly broker: ChaosBroker;
+  /** Picks which host a kill hits. */
+  readonly targets: Random;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Injects one fault and says what happened. */
+export async function injectFault(kind: FaultKind, { fleet, database, broker, targets }: FaultTargets): Promise<string> {
+  switch (kind) {
+    case 'kill-host': {
+      // A host that stopped by itself is back within about a second.
+      for (let i = 0; i < 100 && fleet.running().length === 0; i++) await sleep(100);
+      const target = targets.pick(fleet.running().sort());
+      const { killed, restarted } = await fleet.killAndRestart(target);
+      return `SIGKILL host ${target}: pid ${killed.pid} ("${killed.commandLine}"); restarted as pid ${restarted.pid}`;
+    }
+    case 'restart-postgres': {
+      const { downMs } = await database.crashAndRestart();
+      return `PostgreSQL immediate shutdown (SIGQUIT to the postmaster) and restart with crash recovery; down ${(downMs / 1000).toFixed(1)} s`;
+    }
+    case 'restart-broker': {
+      const { downMs } = await broker.crashAndRestart();
+      return `Kafka broker JVM SIGKILLed and restarted on the same port and data folder; down ${(downMs / 1000).toFixed(1)} s`;
+    }
+    case 'second-host-joins': {
+      const second = await fleet.start('b');
+      return `host b joins the groups: pid ${second.pid}`;
+    }
+    case 'second-host-leaves': {
+      for (let i = 0; i < 50 && !fleet.running().includes('b'); i++) await sleep(200);
+      const exit = await fleet.stop('b');
+      return `host b leaves the groups (SIGTERM), exit code ${String(exit.code)}`;
+    }
+  }
 }

@@ -4,33 +4,32 @@
  * final state. Everything runs on the run's own broker and database server, in a work folder
  * of its own.
  */
-import { chmod, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { ensureTopics } from '../host/topics.js';
-import { runMigrations } from '../shared/migrations/run.js';
-import { envSuffix, PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { checkCommittedOffsets, checkDatabase } from './checker.js';
 import type { DatabaseCheck, OffsetGap } from './checker.js';
 import type { FaultKind, FaultPlan, ScheduledFault } from './faults.js';
-import { scheduleFaults } from './faults.js';
+import { injectFault, scheduleFaults } from './faults.js';
 import { startRunGuardian } from './guardian.js';
 import type { RunGuardian } from './guardian.js';
-import { HostFleet } from './hosts.js';
+import { HostFleet, hostEnvironment } from './hosts.js';
 import type { UnexpectedExit } from './hosts.js';
 import { ChaosKafka } from './kafka.js';
 import type { GroupTopic } from './kafka.js';
 import { expectedState } from './model.js';
 import { createRandom } from './random.js';
 import { ReviewWatch } from './review-watch.js';
+import { countHostLogs } from './report.js';
 import { checkerSelfTest } from './self-test.js';
 import type { SelfTestResult } from './self-test.js';
-import { startChaosBroker, startChaosDatabase } from './servers.js';
+import { prepareChaosDatabase, startChaosBroker, startChaosDatabase } from './servers.js';
 import type { ChaosBroker, ChaosDatabase } from './servers.js';
-import { generateWorkload, REFUSED_MARKERS } from './workload.js';
-import type { Workload } from './workload.js';
+import { generateWorkload } from './workload.js';
 
 /** What to run. */
 export interface ChaosOptions extends Partial<FaultPlan> {
@@ -96,70 +95,6 @@ const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINE_D
 const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINE_DEFAULTS[pipeline].group, topic: TOPICS[pipeline] }));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Host log messages worth counting in the report (what the faults made the hosts do). */
-const HOST_LOG_MESSAGES: Record<string, string> = {
-  'transient database error; retrying the batch on a fresh connection': 'database retries',
-  'batch not stored; handing it back for redelivery': 'batches handed back',
-  'batch not stored; redelivering it after a back-off': 'redeliveries',
-  'the database refused a row the decoder accepted; isolating it': 'refused rows isolated',
-  'joined the consumer group': 'group joins',
-  'offset commit failed; the rows are stored, so a redelivery would only repeat them': 'failed commits',
-  'kafka consumer crashed on a retriable error; restarting it': 'consumer restarts',
-  'pipeline failed': 'pipelines failed',
-};
-
-async function countHostLogs(dir: string): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (const file of (await readdir(dir)).filter((name) => name.startsWith('host-'))) {
-    for (const line of (await readFile(join(dir, file), 'utf8')).split('\n')) {
-      const match = /"message":"([^"]*)"/.exec(line);
-      const label = match ? HOST_LOG_MESSAGES[match[1] as string] : undefined;
-      if (label !== undefined) counts[label] = (counts[label] ?? 0) + 1;
-    }
-  }
-  return counts;
-}
-
-async function prepareDatabase(url: string, workload: Workload): Promise<void> {
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
-  try {
-    await pool.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
-    for (const app of workload.apps) {
-      await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3)', [app.id, app.packageName, app.active]);
-    }
-    await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
-    // Rules the database has and the decoder does not know: rows carrying these values are
-    // refused (SQLSTATE 23514) and must be isolated and dead-lettered, not stall the partition.
-    for (const [table, marker] of Object.entries(REFUSED_MARKERS)) {
-      await pool.query(`ALTER TABLE ${table} ADD CONSTRAINT chaos_refused_marker CHECK (${marker.column} IS DISTINCT FROM '${marker.value}')`);
-    }
-  } finally {
-    await pool.end();
-  }
-}
-
-function hostEnvironment(name: string, brokers: readonly string[], databaseUrl: string, workDir: string): Record<string, string> {
-  const env: Record<string, string> = {
-    KAFKA_BROKERS: brokers.join(','),
-    KAFKA_CLIENT_ID: `chaos-host-${name}`,
-    DATABASE_URL: databaseUrl,
-    // Short enough that a killed member is noticed, and a dead database retried, in seconds.
-    STORAGE_SESSION_TIMEOUT_MS: '6000',
-    STORAGE_MAX_POLL_INTERVAL_MS: '15000',
-    STORAGE_DB_RETRY_BASE_MS: '100',
-    STORAGE_DB_CONNECT_TIMEOUT_MS: '2000',
-    STORAGE_INVOKE_RETRY_BASE_MS: '200',
-    STORAGE_SHUTDOWN_TIMEOUT_MS: '15000',
-    STORAGE_HEARTBEAT_DIR: join(workDir, `heartbeats-${name}`),
-    STORAGE_HEARTBEAT_INTERVAL_MS: '1000',
-  };
-  for (const { pipeline, group, topic } of GROUPS) {
-    env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;
-    env[`STORAGE_GROUP_${envSuffix(pipeline)}`] = group;
-  }
-  return env;
-}
-
 /** Runs one chaos run; never leaves a process behind, whatever happens. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const began = Date.now();
@@ -196,7 +131,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     for (const outcome of started) if (outcome.status === 'rejected') throw outcome.reason;
     if (database === undefined || broker === undefined) throw new Error('unreachable: a server neither started nor failed');
     log(`own PostgreSQL at ${database.url.replace(/\/\/[^@]*@/, '//')}, own Kafka broker at ${broker.brokers.join(',')}`);
-    await prepareDatabase(database.url, workload);
+    await prepareChaosDatabase(database.url, workload);
     await ensureTopics(broker.brokers, PIPELINE_NAMES.map((name) => ({ topic: TOPICS[name], partitions: 3 })), { logger: { info: () => undefined, warn: log } });
     kafka = new ChaosKafka(broker.brokers);
     pool = new pg.Pool({ connectionString: database.url, max: 2, connectionTimeoutMillis: 5_000 });
@@ -209,7 +144,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const brokers = broker.brokers;
     const databaseUrl = database.url;
     const recordHost = guardian.recordHost;
-    fleet = new HostFleet((name) => hostEnvironment(name, brokers, databaseUrl, workDir), workDir, log, recordHost);
+    fleet = new HostFleet((name) => hostEnvironment(name, brokers, databaseUrl, workDir, GROUPS), workDir, log, recordHost);
     const first = await fleet.start('a');
     log(`host a started: pid ${first.pid} is "${first.commandLine}"`);
 
@@ -238,42 +173,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     };
 
     const events: FaultEvent[] = [];
+    const cluster = { fleet, database, broker, targets };
     const inject = async (fault: ScheduledFault): Promise<void> => {
       await sleep(fault.delayMs);
       await observe();
       const at = elapsed();
-      let detail: string;
-      switch (fault.kind) {
-        case 'kill-host': {
-          // A host that stopped by itself is back within about a second.
-          for (let i = 0; i < 100 && fleet!.running().length === 0; i++) await sleep(100);
-          const target = targets.pick(fleet!.running().sort());
-          const { killed, restarted } = await fleet!.killAndRestart(target);
-          detail = `SIGKILL host ${target}: pid ${killed.pid} ("${killed.commandLine}"); restarted as pid ${restarted.pid}`;
-          break;
-        }
-        case 'restart-postgres': {
-          const { downMs } = await database!.crashAndRestart();
-          detail = `PostgreSQL immediate shutdown (SIGQUIT to the postmaster) and restart with crash recovery; down ${(downMs / 1000).toFixed(1)} s`;
-          break;
-        }
-        case 'restart-broker': {
-          const { downMs } = await broker!.crashAndRestart();
-          detail = `Kafka broker JVM SIGKILLed and restarted on the same port and data folder; down ${(downMs / 1000).toFixed(1)} s`;
-          break;
-        }
-        case 'second-host-joins': {
-          const second = await fleet!.start('b');
-          detail = `host b joins the groups: pid ${second.pid}`;
-          break;
-        }
-        case 'second-host-leaves': {
-          for (let i = 0; i < 50 && !fleet!.running().includes('b'); i++) await sleep(200);
-          const exit = await fleet!.stop('b');
-          detail = `host b leaves the groups (SIGTERM), exit code ${String(exit.code)}`;
-          break;
-        }
-      }
+      const detail = await injectFault(fault.kind, cluster);
       events.push({ kind: fault.kind, at: fault.at, elapsedS: at, detail });
       log(`fault ${events.length}/${schedule.length} at ${(fault.at * 100).toFixed(1)}% produced: ${detail}`);
     };
@@ -284,7 +189,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     let produced = 0;
     let next = 0;
     let reported = 0;
-    while (produced < total) {
+    while (produced < total && !stalled) {
       await waitForLag(maxLag);
       const due = next < schedule.length && (schedule[next] as ScheduledFault).at <= (produced + chunkSize) / total;
       const chunk = workload.messages.slice(produced, produced + (due ? burst : chunkSize));
@@ -297,9 +202,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         log(`${produced}/${total} produced`);
       }
     }
-    while (next < schedule.length) await inject(schedule[next++] as ScheduledFault);
+    while (next < schedule.length && !stalled) await inject(schedule[next++] as ScheduledFault);
     log(`all ${total} messages produced; waiting for the groups to commit to the end`);
-    await waitForLag(0);
+    if (!stalled) await waitForLag(0);
     await observe();
     const finalExits = await fleet.stopAll();
     log(`hosts stopped: ${finalExits.map((exit) => `${exit.name} exit code ${String(exit.code)}`).join(', ')}`);

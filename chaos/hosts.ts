@@ -11,6 +11,8 @@ import { openSync, closeSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { envSuffix } from '../shared/pipeline-names.js';
+import type { GroupTopic } from './kafka.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 const HOST_ARGS = ['--import', 'tsx', 'host/main.ts'];
@@ -138,4 +140,27 @@ export class HostFleet {
     this.closing = true;
     return Promise.all(this.running().map(async (name) => ({ name, ...(await this.stop(name)) })));
   }
+}
+
+/** The variables of the chaos host `name`: the run's broker and database, short timeouts, its own heartbeat folder. */
+export function hostEnvironment(name: string, brokers: readonly string[], databaseUrl: string, workDir: string, groups: readonly GroupTopic[]): Record<string, string> {
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: brokers.join(','),
+    KAFKA_CLIENT_ID: `chaos-host-${name}`,
+    DATABASE_URL: databaseUrl,
+    // Short enough that a killed member is noticed, and a dead database retried, in seconds.
+    STORAGE_SESSION_TIMEOUT_MS: '6000',
+    STORAGE_MAX_POLL_INTERVAL_MS: '15000',
+    STORAGE_DB_RETRY_BASE_MS: '100',
+    STORAGE_DB_CONNECT_TIMEOUT_MS: '2000',
+    STORAGE_INVOKE_RETRY_BASE_MS: '200',
+    STORAGE_SHUTDOWN_TIMEOUT_MS: '15000',
+    STORAGE_HEARTBEAT_DIR: join(workDir, `heartbeats-${name}`),
+    STORAGE_HEARTBEAT_INTERVAL_MS: '1000',
+  };
+  for (const { pipeline, group, topic } of groups) {
+    env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;
+    env[`STORAGE_GROUP_${envSuffix(pipeline)}`] = group;
+  }
+  return env;
 }

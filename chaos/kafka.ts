@@ -8,8 +8,8 @@ import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Message, Producer } from 'kafkajs';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import type { LoggedRecord } from './model.js';
-import type { PlannedMessage } from './workload.js';
-import { PLAN_HEADER } from './workload.js';
+import type { PlannedMessage } from './plan.js';
+import { PLAN_HEADER } from './plan.js';
 
 /** A consumer group and the topic it reads. */
 export interface GroupTopic {

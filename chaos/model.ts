@@ -13,7 +13,7 @@ import type { PipelineName } from '../shared/pipeline-names.js';
 import type { RejectionReason } from '../shared/types.js';
 import type { DataTable, RowText } from './stored-rows.js';
 import { DATA_TABLES } from './stored-rows.js';
-import type { PlannedMessage, Workload } from './workload.js';
+import type { PlannedMessage, Workload } from './plan.js';
 
 /** One record as the topic holds it. */
 export interface LoggedRecord {

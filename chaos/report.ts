@@ -1,4 +1,32 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { ChaosResult } from './harness.js';
+
+/** Host log messages worth counting in the report (what the faults made the hosts do). */
+const HOST_LOG_MESSAGES: Record<string, string> = {
+  'transient database error; retrying the batch on a fresh connection': 'database retries',
+  'batch not stored; handing it back for redelivery': 'batches handed back',
+  'batch not stored; redelivering it after a back-off': 'redeliveries',
+  'the database refused a row the decoder accepted; isolating it': 'refused rows isolated',
+  'joined the consumer group': 'group joins',
+  'offset commit failed; the rows are stored, so a redelivery would only repeat them': 'failed commits',
+  'kafka consumer crashed on a retriable error; restarting it': 'consumer restarts',
+  'pipeline failed': 'pipelines failed',
+};
+
+/** Counts the notable lines of every host log in `dir`, by what they mean. */
+export async function countHostLogs(dir: string): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const file of (await readdir(dir)).filter((name) => name.startsWith('host-'))) {
+    for (const line of (await readFile(join(dir, file), 'utf8')).split('\n')) {
+      const match = /"message":"([^"]*)"/.exec(line);
+      const label = match ? HOST_LOG_MESSAGES[match[1] as string] : undefined;
+      if (label !== undefined) counts[label] = (counts[label] ?? 0) + 1;
+    }
+  }
+  return counts;
+}
+
 
 /**
  * The human part of the report (the JSON summary follows it as the last line): the workload,

@@ -7,10 +7,14 @@
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import pg from 'pg';
 import { startBroker } from '../dev/kafka/broker.js';
 import type { StartedBroker } from '../dev/kafka/broker.js';
 import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
+import { runMigrations } from '../shared/migrations/run.js';
+import { REFUSED_MARKERS } from './plan.js';
+import type { Workload } from './plan.js';
 
 /** `count` distinct free loopback ports (held until all are known). */
 export async function freePorts(count: number): Promise<number[]> {
@@ -89,4 +93,26 @@ export async function startChaosDatabase(dataDir: string): Promise<ChaosDatabase
     },
     stop: () => current.stop(),
   };
+}
+
+/**
+ * Prepares the run's database: the App API stand-in with the workload's apps, the migrations, and
+ * the CHECK constraints behind the `rejected_by_database` poison.
+ */
+export async function prepareChaosDatabase(url: string, workload: Workload): Promise<void> {
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    await pool.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
+    for (const app of workload.apps) {
+      await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3)', [app.id, app.packageName, app.active]);
+    }
+    await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
+    // Rules the database has and the decoder does not know: rows carrying these values are
+    // refused (SQLSTATE 23514) and must be isolated and dead-lettered, not stall the partition.
+    for (const [table, marker] of Object.entries(REFUSED_MARKERS)) {
+      await pool.query(`ALTER TABLE ${table} ADD CONSTRAINT chaos_refused_marker CHECK (${marker.column} IS DISTINCT FROM '${marker.value}')`);
+    }
+  } finally {
+    await pool.end();
+  }
 }
