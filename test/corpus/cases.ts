@@ -279,6 +279,12 @@ networkMetrics('avg rtt 1e308 (finite)', { avg_rtt_ms: raw('1e308') }, stored({ 
 networkMetrics('avg rtt 1e999 (Infinity once parsed)', { avg_rtt_ms: raw('1e999') }, rejected('invalid_message', 'avg_rtt_ms'));
 networkMetrics('tcp connections 2^31', { tcp_connections: 2_147_483_648 }, rejected('invalid_message', 'tcp_connections'));
 networkMetrics('bytes sent 2^53-1', { bytes_sent: Number.MAX_SAFE_INTEGER }, stored({ bytes_sent: '9007199254740991' }));
+networkMetrics('duration 0 and tcp connections 2^31-1', { duration_ms: 0, tcp_connections: 2_147_483_647 }, stored({ duration_ms: '0', tcp_connections: '2147483647' }));
+networkMetrics('duration -1', { duration_ms: -1 }, rejected('invalid_message', 'duration_ms'));
+networkMetrics('duration 2^31', { duration_ms: 2_147_483_648 }, rejected('invalid_message', 'duration_ms'));
+networkMetrics('unique hosts -1', { unique_hosts: -1 }, rejected('invalid_message', 'unique_hosts'));
+appStats('counts 0 and a histogram value of 2^53-1', { reviews_count: 0, min_installs: 0, histogram: [0, 1, 2, 3, Number.MAX_SAFE_INTEGER] }, stored({ reviews_count: '0', min_installs: '0', histogram: '{0,1,2,3,9007199254740991}' }));
+appStats('histogram value 2^53', { histogram: raw('[0,1,2,3,9007199254740992]') }, rejected('invalid_message', 'histogram[4]'));
 networkMetrics('packet count -0 is 0', { packet_count: raw('-0') }, stored({ packet_count: '0' }));
 
 // ---- text: NUL, surrogates, lengths counted in characters ----------------------------------
