@@ -71,7 +71,8 @@ interface Written extends WriteOutcome {
 
 /**
  * One transaction attempt on one connection: resolve, bind, dedupe, then dead letters and
- * rows in ONE transaction. With `isolating`, rows the database refuses are bisected out under
+ * rows in ONE transaction (an explicit one, or the single upsert statement's own when the
+ * batch has nothing else to write). With `isolating`, rows the database refuses are bisected out under
  * savepoints and dead-lettered as `rejected_by_database`.
  */
 async function writeBatch<M extends { readonly package_name: string }>(
@@ -101,6 +102,12 @@ async function writeBatch<M extends { readonly package_name: string }>(
   }
   const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
 
+  if (!isolating && letters.length === 0 && beforeCommit === undefined) {
+    // The common batch is one statement, which PostgreSQL runs as its own transaction: the same
+    // all-or-nothing commit without the BEGIN and COMMIT round trips.
+    const outcome = await upsertRows(client, definition.table, kept);
+    return { ...outcome, deduplicated: dropped, letters };
+  }
   await client.query('BEGIN');
   try {
     await insertDeadLetters(client, letters);

@@ -333,7 +333,18 @@ describe('processBatch: fatal and refused', () => {
     // Assess
     expect(response).toEqual({ batchItemFailures: [] });
     expect(report).toMatchObject({ inserted: 2, deadLettered: 1, attempts: 1 });
-    expect(transcript.filter((statement) => /^(BEGIN|COMMIT|ROLLBACK)#/.test(statement))).toEqual(['BEGIN#1', 'ROLLBACK#1', 'BEGIN#1', 'COMMIT#1']);
+    // The plain batch is one autocommitted statement (refused: nothing written); the isolating
+    // rerun is an explicit transaction with savepoints.
+    expect(transcript.filter((statement) => /^(BEGIN|COMMIT|ROLLBACK|INSERT INTO reviews)#/.test(statement))).toEqual([
+      'INSERT INTO reviews#1 failed', // a, b, c as one autocommitted statement
+      'BEGIN#1',
+      'INSERT INTO reviews#1 failed', // a, b, c
+      'INSERT INTO reviews#1 failed', // a, b
+      'INSERT INTO reviews#1', // a
+      'INSERT INTO reviews#1 failed', // b
+      'INSERT INTO reviews#1', // c
+      'COMMIT#1',
+    ]);
     expect(deadLetterRows()).toEqual([
       { offsets: [6], reasons: ['rejected_by_database'], details: [expect.stringMatching(/^SQLSTATE 23514: .*reviews_score_check/)] },
     ]);
