@@ -4,8 +4,9 @@
  * Synthetic Lambda events (reviews, 500 records each, realistic field sizes) go through the
  * real middy handler into a fresh database; in the same run the identical rows are COPYed
  * into an identical table (same columns, defaults, CHECKs, indexes and foreign key) in the
- * same 500-row transactions. Three figures: fresh inserts, a full redelivery (every row
- * skipped by the guard) and COPY; medians over rounds; ratios against COPY. The last line is
+ * same 500-row transactions. Figures: fresh inserts, a full redelivery (every row skipped by
+ * the guard), COPY, and the upsert statement alone on pre-decoded rows (which separates the
+ * SQL's cost from decoding's); medians over rounds; ratios against COPY. The last line is
  * one JSON object for tooling.
  *
  * Flags: --records N (default 200000), --rounds N (default 3), --batch N (default 500).
@@ -21,6 +22,10 @@ import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import type { ReviewMessage } from '../shared/contracts/types.js';
+import type { BoundRow } from '../shared/pipeline-definitions.js';
+import { PIPELINE_DEFINITIONS } from '../shared/pipeline-definitions.js';
+import type { KafkaRecord } from '../shared/types.js';
+import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
 import { APPS, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';
 
@@ -37,6 +42,8 @@ const BATCH = Number(flags.batch);
 interface Batch {
   readonly event: KafkaEvent;
   readonly copyText: string;
+  /** The same records decoded and bound, for the statement-only figure. */
+  readonly rows: BoundRow<ReviewMessage>[];
 }
 
 /** COPY text-format escaping. */
@@ -57,6 +64,7 @@ function buildBatches(): Batch[] {
     const partition = (start / BATCH) % 3;
     const records = [];
     const lines: string[] = [];
+    const rows: BoundRow<ReviewMessage>[] = [];
     for (let i = 0; i < count; i += 1) {
       const index = start + i;
       const value = Buffer.from(JSON.stringify(syntheticReview(index)));
@@ -72,8 +80,9 @@ function buildBatches(): Batch[] {
         message.replied_at, message.last_synced_at, partition, index,
       ];
       lines.push(row.map(copyValue).join('\t'));
+      rows.push({ message, applicationId: String(applicationId), record: records[i] as KafkaRecord });
     }
-    batches.push({ event: buildKafkaEvent(records), copyText: `${lines.join('\n')}\n` });
+    batches.push({ event: buildKafkaEvent(records), copyText: `${lines.join('\n')}\n`, rows });
   }
   return batches;
 }
@@ -113,6 +122,10 @@ async function main(): Promise<void> {
         await copyClient.query('COMMIT');
       }
     };
+    // The upsert statement alone on pre-decoded rows: what the SQL costs without decoding.
+    const statementAll = async () => {
+      for (const batch of batches) await upsertRows(copyClient, PIPELINE_DEFINITIONS.reviews.table, batch.rows);
+    };
     const handleAll = async (expect: 'inserted' | 'skipped') => {
       let rows = 0;
       for (const batch of batches) {
@@ -127,6 +140,7 @@ async function main(): Promise<void> {
 
     const copyRates: number[] = [];
     const freshRates: number[] = [];
+    const statementRates: number[] = [];
     const redeliveryRates: number[] = [];
     for (let round = 1; round <= ROUNDS; round += 1) {
       await admin.query('TRUNCATE reviews, reviews_copy_baseline; CHECKPOINT');
@@ -134,6 +148,8 @@ async function main(): Promise<void> {
       const copyFirst = round % 2 === 1;
       if (copyFirst) copyRates.push(RECORDS / (await timed(copyAll)));
       await admin.query('CHECKPOINT');
+      statementRates.push(RECORDS / (await timed(statementAll)));
+      await admin.query('TRUNCATE reviews; CHECKPOINT');
       freshRates.push(RECORDS / (await timed(async () => void (await handleAll('inserted')))));
       await admin.query('CHECKPOINT');
       redeliveryRates.push(RECORDS / (await timed(async () => void (await handleAll('skipped')))));
@@ -142,7 +158,7 @@ async function main(): Promise<void> {
         copyRates.push(RECORDS / (await timed(copyAll)));
       }
       console.log(
-        `round ${round}: copy ${copyRates.at(-1)?.toFixed(0)} rows/s, fresh ${freshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${redeliveryRates.at(-1)?.toFixed(0)} rows/s`,
+        `round ${round}: copy ${copyRates.at(-1)?.toFixed(0)} rows/s, statement only ${statementRates.at(-1)?.toFixed(0)} rows/s, fresh ${freshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${redeliveryRates.at(-1)?.toFixed(0)} rows/s`,
       );
     }
     copyClient.release();
@@ -151,6 +167,7 @@ async function main(): Promise<void> {
 
     const copy = median(copyRates);
     const fresh = median(freshRates);
+    const statement = median(statementRates);
     const redelivery = median(redeliveryRates);
     const figures = {
       records: RECORDS,
@@ -160,9 +177,12 @@ async function main(): Promise<void> {
       fresh_rows_per_s: Math.round(fresh),
       redelivery_rows_per_s: Math.round(redelivery),
       fresh_ratio: Number((fresh / copy).toFixed(3)),
+      statement_rows_per_s: Math.round(statement),
+      statement_ratio: Number((statement / copy).toFixed(3)),
       redelivery_ratio: Number((redelivery / copy).toFixed(3)),
     };
     console.log(`median copy:        ${figures.copy_rows_per_s} rows/s`);
+    console.log(`median statement:   ${figures.statement_rows_per_s} rows/s (${figures.statement_ratio} x COPY: the upsert alone on decoded rows)`);
     console.log(`median fresh:       ${figures.fresh_rows_per_s} rows/s (${figures.fresh_ratio} x COPY; target >= 0.7)`);
     console.log(`median redelivery:  ${figures.redelivery_rows_per_s} rows/s (${figures.redelivery_ratio} x COPY; target >= 1.5)`);
     console.log(JSON.stringify(figures));
