@@ -201,6 +201,7 @@ async function main(): Promise<void> {
     console.log(`end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`);
     console.log(`nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms, max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`);
     console.log(`host RSS:     ${result.host_peak_rss_mb} MB peak (target <= 256)`);
+    console.log(`nm latencies in send order (ms): ${figures.latencies.map((ms) => Math.round(ms)).join(" ")}`);
     console.log(JSON.stringify(result));
   } finally {
     await cluster.stop();

@@ -20,6 +20,8 @@ export interface Invoker {
   invoke(event: KafkaEvent, deadline: number): Promise<InvocationResult>;
   /** Releases what the invoker holds (the pipeline's database pool, the HTTP client). */
   close(): Promise<void>;
+  /** Prepares for the first invocation (in-process: opens a database connection); may fail. */
+  warm?(): Promise<void>;
 }
 
 /**
@@ -76,6 +78,7 @@ export function createInProcessInvoker(pipeline: PipelineName, settings: Setting
       }
     },
     close: () => handler.close(),
+    warm: () => handler.warm(),
   };
 }
 

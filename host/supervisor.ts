@@ -124,6 +124,18 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
             }),
           );
         }
+        // A first batch should not pay connection set-up (network-metrics: a user is waiting).
+        // A database that is down now is the batches' business: they retry and redeliver.
+        await Promise.all(
+          invokers.map((invoker, index) =>
+            invoker.warm?.().catch((error: unknown) =>
+              logger.warn('could not open a database connection at start; the first batch will retry', {
+                pipeline: pipelines[index],
+                error: String(error),
+              }),
+            ),
+          ),
+        );
         const started = Promise.all(consumers.map((consumer) => consumer.start())).then(() => 'started' as const);
         const first = await Promise.race([started, stopRequested, failed]);
         if (first === 'started') {

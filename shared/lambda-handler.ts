@@ -40,5 +40,5 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
     return response;
   }).use(injectLambdaContext(logger));
   if (options.metrics) handler.use(logMetrics(options.metrics));
-  return Object.assign(handler, { close: runtime.close });
+  return Object.assign(handler, { close: runtime.close, warm: runtime.warm });
 }

@@ -24,7 +24,7 @@ export function createPipelineRuntime(
   settings: Settings,
   logger: CoreLogger,
   source: DatabaseSource = { settings: async () => settings.database },
-): PipelineRuntime & { close(): Promise<void> } {
+): PipelineRuntime & { close(): Promise<void>; warm(): Promise<void> } {
   let pool: Promise<pg.Pool> | undefined;
   const open = () => {
     if (!pool) {
@@ -55,5 +55,10 @@ export function createPipelineRuntime(
         }
       : undefined,
     close,
+    // Opens the pool's first connection ahead of the first batch, so a latency-sensitive
+    // pipeline does not pay connection set-up on its first message.
+    warm: async () => {
+      await (await open()).query('SELECT 1');
+    },
   };
 }
