@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
+import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
 
 /** The App API rows the sample events refer to (`com.example.unregistered` is deliberately absent). */
 export const SAMPLE_APPLICATIONS = [
@@ -49,20 +50,7 @@ function record(topic: string, partition: number, offset: number, value: Value, 
 
 // --- app-stats --------------------------------------------------------------------------------
 
-const weatherStats = (crawledAt: string) => ({
-  package_name: 'com.example.weather',
-  crawled_at: crawledAt,
-  score: 4.31,
-  ratings_count: 182734,
-  reviews_count: 40211,
-  min_installs: 10000000,
-  real_installs: 14532118,
-  histogram: [9120, 3011, 7420, 30110, 133073],
-  price: 0,
-  currency: 'USD',
-  version: '7.4.1',
-  app_updated_at: '2026-11-21T14:03:00Z',
-});
+const weatherStats = (crawledAt: string) => ({ ...sampleAppStats(), crawled_at: crawledAt });
 const notesStats = (crawledAt: string) => ({ package_name: 'com.example.notes', crawled_at: crawledAt });
 const chessStats = (crawledAt: string) => ({
   package_name: 'com.example.chess',
@@ -123,18 +111,9 @@ function appStatsEvents(): Record<string, KafkaEvent> {
 // --- reviews ----------------------------------------------------------------------------------
 
 const review = (reviewId: string, packageName: string, overrides: Record<string, unknown> = {}) => ({
+  ...sampleReview(),
   review_id: reviewId,
   package_name: packageName,
-  user_name: 'Sara K.',
-  content: 'Accurate forecasts, but the widget stopped updating.',
-  score: 3,
-  thumbs_up_count: 17,
-  review_created_version: '7.4.0',
-  app_version: '7.4.1',
-  reviewed_at: '2026-11-28T19:44:02',
-  reply_content: null,
-  replied_at: null,
-  last_synced_at: '2026-11-30T06:02:11.480113Z',
   ...overrides,
 });
 
@@ -207,20 +186,9 @@ function reviewsEvents(): Record<string, KafkaEvent> {
 // --- network-metrics --------------------------------------------------------------------------
 
 const capture = (analysisId: string, packageName: string, overrides: Record<string, unknown> = {}) => ({
+  ...sampleNetworkMetrics(),
   analysis_id: analysisId,
   package_name: packageName,
-  captured_at: '2026-11-30T09:15:00Z',
-  duration_ms: 60000,
-  packet_count: 8412,
-  bytes_sent: 412330,
-  bytes_received: 5120987,
-  tcp_connections: 23,
-  dns_queries: 41,
-  unique_hosts: 12,
-  avg_rtt_ms: 38.2,
-  retransmission_rate: 0.004,
-  protocols: { tls: 7010, dns: 82, quic: 1320 },
-  analyzer_version: '1.8.0',
   ...overrides,
 });
 

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
+import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
 import { loadSettings } from '../shared/settings.js';
 
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim());
@@ -14,17 +15,9 @@ const iso = (offsetMinutes = 0) => new Date(now.getTime() + offsetMinutes * 60_0
 const reviewId = `gp:sample-${now.getTime()}`;
 
 const review = (syncedMinutes: number, thumbs: number) => ({
+  ...sampleReview(),
   review_id: reviewId,
-  package_name: 'com.example.weather',
-  user_name: 'Sara K.',
-  content: 'Accurate forecasts, but the widget stopped updating.',
-  score: 3,
   thumbs_up_count: thumbs,
-  review_created_version: '7.4.0',
-  app_version: '7.4.1',
-  reviewed_at: '2026-11-28T19:44:02',
-  reply_content: null,
-  replied_at: null,
   last_synced_at: iso(syncedMinutes),
 });
 
@@ -32,11 +25,7 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   {
     pipeline: 'app-stats',
     key: 'com.example.weather',
-    value: JSON.stringify({
-      package_name: 'com.example.weather', crawled_at: iso(), score: 4.31, ratings_count: 182734, reviews_count: 40211,
-      min_installs: 10000000, real_installs: 14532118, histogram: [9120, 3011, 7420, 30110, 133073], price: 0,
-      currency: 'USD', version: '7.4.1', app_updated_at: '2026-11-21T14:03:00Z',
-    }),
+    value: JSON.stringify({ ...sampleAppStats(), crawled_at: iso() }),
     expect: 'row in app_stats',
   },
   { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(0, 17)), expect: 'row in reviews' },
@@ -45,12 +34,7 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   {
     pipeline: 'network-metrics',
     key: 'analysis',
-    value: JSON.stringify({
-      analysis_id: randomUUID(), package_name: 'com.example.chat', captured_at: iso(), duration_ms: 60000,
-      packet_count: 8412, bytes_sent: 412330, bytes_received: 5120987, tcp_connections: 23, dns_queries: 41,
-      unique_hosts: 12, avg_rtt_ms: 38.2, retransmission_rate: 0.004, protocols: { tls: 7010, dns: 82, quic: 1320 },
-      analyzer_version: '1.8.0',
-    }),
+    value: JSON.stringify({ ...sampleNetworkMetrics(), analysis_id: randomUUID(), package_name: 'com.example.chat', captured_at: iso() }),
     expect: 'row in network_metrics',
   },
   { pipeline: 'reviews', key: 'bad-json', value: '{"review_id": "gp:broken", ', expect: 'dead letter: invalid_json' },
