@@ -1,0 +1,49 @@
+import { createRequire } from 'node:module';
+import fc from 'fast-check';
+import pg from 'pg';
+import { describe, expect, it, vi } from 'vitest';
+import { ArrayLiteralClient, arrayLiteral } from '../../shared/db.js';
+
+const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (value: unknown) => unknown };
+
+describe('arrayLiteral', () => {
+  it('is byte for byte the text node-postgres sends for the same array', () => {
+    const element = fc.oneof(
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('"', '\\', '\\"', ',', '{}', 'NULL', ' ', '', '2026-11-30T06:00:00.000000+00:00'),
+      fc.double(),
+      fc.integer(),
+      fc.bigInt(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.constant(undefined),
+    );
+    fc.assert(
+      fc.property(fc.array(element, { maxLength: 20 }), (values) => {
+        expect(arrayLiteral(values)).toBe(prepareValue(values));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('leaves an array with any other element to the driver', () => {
+    for (const values of [[{ a: 1 }], ['a', [1, 2]], [new Date(0)], [Buffer.from('x')]]) {
+      expect(arrayLiteral(values)).toBe(values);
+    }
+  });
+
+  it('is what the pool client sends for array parameters, other parameters untouched', () => {
+    const client = new ArrayLiteralClient();
+    const sent: unknown[] = [];
+    // The driver's query, stopped where it would hand the values on.
+    const driver = vi.spyOn(pg.Client.prototype, 'query').mockImplementation(((_text: string, values: unknown[]) => {
+      sent.push(values);
+    }) as never);
+    try {
+      void client.query('SELECT $1, $2, $3', [['a"b', null, 7], 'text', [{ a: 1 }]]);
+    } finally {
+      driver.mockRestore();
+    }
+    expect(sent).toEqual([['{"a\\"b",NULL,"7"}', 'text', [{ a: 1 }]]]);
+  });
+});
