@@ -59,15 +59,20 @@ function withArrayLiterals(value: unknown): unknown {
   return Array.isArray(value) ? arrayLiteral(value) : value;
 }
 
+function isStatementWithValues(value: unknown): value is { values: unknown[] } {
+  return typeof value === 'object' && value !== null && 'text' in value && 'values' in value && Array.isArray(value.values);
+}
+
 /**
- * The pool's client: `query(text, values)` sends array parameters as `arrayLiteral` text, the
- * same text the driver would make of them, only cheaper. Every other form of `query` is the
- * driver's own.
+ * The pool's client: `query(text, values)` and `query({ name, text, values })` send array
+ * parameters as `arrayLiteral` text, the same text the driver would make of them, only cheaper.
+ * Every other form of `query` is the driver's own.
  */
 export class ArrayLiteralClient extends pg.Client {
   // Overrides all of pg.Client's overloads; only `(text, values, ...)` is touched.
   override query(...args: unknown[]): never {
     if (typeof args[0] === 'string' && Array.isArray(args[1])) args[1] = args[1].map(withArrayLiterals);
+    else if (isStatementWithValues(args[0])) args[0] = { ...args[0], values: args[0].values.map(withArrayLiterals) };
     return (pg.Client.prototype.query as (...args: unknown[]) => never).apply(this, args);
   }
 }

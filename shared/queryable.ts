@@ -6,4 +6,13 @@ import type { QueryResult, QueryResultRow } from 'pg';
  */
 export interface Queryable {
   query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>>;
+  /** A named statement: prepared once per connection, then only executed. */
+  query<R extends QueryResultRow = QueryResultRow>(statement: NamedStatement): Promise<QueryResult<R>>;
+}
+
+/** A statement PostgreSQL parses and plans once per connection (node-postgres' named query). */
+export interface NamedStatement {
+  readonly name: string;
+  readonly text: string;
+  readonly values: unknown[];
 }

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { QueryResult, QueryResultRow } from 'pg';
-import type { Queryable } from '../../shared/queryable.js';
+import type { NamedStatement, Queryable } from '../../shared/queryable.js';
 
 /** One query a fake connection received, with the connection's number. */
 export interface RecordedQuery {
@@ -48,7 +48,12 @@ export class FakeQueryable implements Queryable {
     private readonly log: RecordedQuery[] = [],
   ) {}
 
-  async query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>> {
+  async query<R extends QueryResultRow = QueryResultRow>(
+    textOrStatement: string | NamedStatement,
+    maybeValues?: unknown[],
+  ): Promise<QueryResult<R>> {
+    const text = typeof textOrStatement === 'string' ? textOrStatement : textOrStatement.text;
+    const values = typeof textOrStatement === 'string' ? maybeValues : textOrStatement.values;
     const recorded: RecordedQuery = { client: this.id, text, values };
     this.queries.push(recorded);
     this.log.push(recorded);
