@@ -34,6 +34,26 @@ export interface BatchReport extends WriteOutcome {
   readonly partitions: ReadonlyArray<{ partition: string; first: number; last: number }>;
 }
 
+/**
+ * The per-batch log line's fields, named as SPEC section 6 names them (other tooling reads
+ * them): records = inserted + updated + skipped + deduplicated + dead_lettered.
+ */
+export function batchLogFields(report: BatchReport): Record<string, unknown> {
+  return {
+    pipeline: report.pipeline,
+    records: report.records,
+    inserted: report.inserted,
+    updated: report.updated,
+    skipped: report.skipped,
+    deduplicated: report.deduplicated,
+    dead_lettered: report.deadLettered,
+    duration_ms: report.durationMs,
+    attempts: report.attempts,
+    failed: report.failed,
+    partitions: report.partitions,
+  };
+}
+
 /** What one pipeline keeps between batches: its pool and its cache (nothing shared). */
 export interface PipelineRuntime {
   readonly definition: AnyPipelineDefinition;
@@ -240,7 +260,7 @@ export async function processBatch(
     if (!(error instanceof RetryBudgetExhaustedError)) throw error;
     const failed = report(undefined);
     runtime.logger.error('batch not stored; handing it back for redelivery', {
-      ...failed,
+      ...batchLogFields(failed),
       failureResponse: runtime.settings.failureResponse,
       error: String(error.cause),
     });
@@ -254,6 +274,6 @@ export async function processBatch(
   }
   const done = report(written);
   logRejections(runtime.logger, written.letters, runtime.settings.rejectionLogLimit);
-  runtime.logger.info('batch stored', { ...done });
+  runtime.logger.info('batch stored', batchLogFields(done));
   return { response: { batchItemFailures: [] }, report: done };
 }

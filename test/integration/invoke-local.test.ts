@@ -131,7 +131,7 @@ describe.each(Object.keys(EXPECTED))('sls invoke local -p events/%s.json', (samp
       updated: expected.updated ?? 0,
       skipped: expected.skipped ?? 0,
       deduplicated: expected.deduplicated ?? 0,
-      deadLettered: Object.values(expected.deadLetters).reduce((sum, count) => sum + count, 0),
+      dead_lettered: Object.values(expected.deadLetters).reduce((sum, count) => sum + count, 0),
     });
     expect(invocation.metrics).toMatchObject({ pipeline: topicOf(sample), Records: records.length, BatchFailed: 0 });
 

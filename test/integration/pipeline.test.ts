@@ -178,7 +178,17 @@ describe('poison records', () => {
     // Log volume: 5 detailed lines at most, and one INFO line with every counter.
     const info = logger.lines.filter((line) => line.level === 'info' && line.message === 'batch stored');
     expect(info).toHaveLength(1);
-    expect(info[0]?.extra).toMatchObject({ records: 7, inserted: 2, updated: 0, skipped: 0, deadLettered: 5 });
+    expect(info[0]?.extra).toMatchObject({
+      pipeline: 'reviews',
+      records: 7,
+      inserted: 2,
+      updated: 0,
+      skipped: 0,
+      deduplicated: 0,
+      dead_lettered: 5,
+      partitions: [{ partition: 'reviews-0', first: 100, last: 106 }],
+    });
+    expect(info[0]?.extra.duration_ms).toEqual(expect.any(Number));
   });
 
   it('does not multiply dead letters when the same batch is redelivered', async () => {
