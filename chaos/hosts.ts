@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { envSuffix } from '../shared/pipeline-names.js';
@@ -35,6 +35,21 @@ export interface UnexpectedExit {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
   readonly logFile: string;
+}
+
+/**
+ * Resolves once the host writing `logFile` has logged anything (its entry point, which first
+ * installs its signal handlers, is running), after `timeoutMs`, or when `exited` settles.
+ */
+async function waitUntilLogging(logFile: string, exited: Promise<unknown>, timeoutMs: number): Promise<void> {
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + timeoutMs;
+  while (!gone && Date.now() < deadline) {
+    const size = await stat(logFile).then((info) => info.size, () => 0);
+    if (size > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** A spawned host, as the report names it. */
@@ -126,6 +141,10 @@ export class HostFleet {
     const instance = this.instances.get(name);
     if (instance === undefined) throw new Error(`host ${name} is not running`);
     instance.intended = true;
+    // A host restarted a moment ago may still be compiling its entry point, before any signal
+    // handler exists; a SIGTERM then kills it outright (exit by signal), which is not the
+    // graceful stop this asks for. Wait until it runs (it has logged).
+    await waitUntilLogging(instance.logFile, instance.exited, 30_000);
     instance.child.kill('SIGTERM');
     const deadline = setTimeout(() => instance.child.kill('SIGKILL'), 60_000);
     try {
