@@ -10,13 +10,13 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { REPO_ROOT, resolveKafka } from './distribution.js';
+import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';
 import type { Guardian } from './process.js';
 
@@ -395,13 +395,4 @@ async function choosePorts(port: number, controllerPort: number): Promise<[numbe
 async function logTail(logFile: string, lines = 40): Promise<string> {
   const text = await readFile(logFile, 'utf8').catch(() => '(no log)');
   return text.trimEnd().split('\n').slice(-lines).join('\n');
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path);
-    return true;
-  } catch {
-    return false;
-  }
 }

@@ -191,7 +191,8 @@ async function acquireLock(lockPath: string, log?: (line: string) => void): Prom
   }
 }
 
-async function exists(path: string): Promise<boolean> {
+/** Whether `path` exists. */
+export async function exists(path: string): Promise<boolean> {
   try {
     await access(path);
     return true;
