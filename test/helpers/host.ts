@@ -9,8 +9,9 @@ import { fileURLToPath } from 'node:url';
 import type { Admin, Message } from 'kafkajs';
 import { envSuffix, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
-import type { CoreLogger } from '../../shared/db.js';
-import { createTestTopics, testBrokers } from './kafka.js';
+import { createMigratedSchema } from './database.js';
+import type { TestSchema } from './database.js';
+import { createTestTopics, testBrokers, testKafka } from './kafka.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -199,15 +200,6 @@ export async function temporaryDirectory(prefix: string): Promise<{ path: string
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
-/** A logger that keeps every line (for in-process hosts). */
-export function capturingLogger(): CoreLogger & { lines: Array<{ level: string; message: string; extra: Record<string, unknown> }> } {
-  const lines: Array<{ level: string; message: string; extra: Record<string, unknown> }> = [];
-  const at =
-    (level: string) =>
-    (message: string, ...extra: Array<Record<string, unknown>>) =>
-      lines.push({ level, message, extra: Object.assign({}, ...extra) });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
 
 
 /** Producer messages for JSON values (objects) or raw strings; `partition` pins them all to one. */
@@ -217,4 +209,28 @@ export function jsonMessages(values: ReadonlyArray<unknown>, options: { partitio
     ...(options.key ? { key: options.key(index) } : {}),
     value: typeof value === 'string' ? value : JSON.stringify(value),
   }));
+}
+
+/** What a host test file works with: a migrated schema (with the weather app), a Kafka admin, a heartbeat folder. */
+export interface HostTestStack {
+  readonly schema: TestSchema;
+  readonly admin: Admin;
+  readonly heartbeats: { readonly path: string; remove(): Promise<void> };
+}
+
+/** Opens a test file's stack; `name` names the schema prefix, the admin's client id and the folder. */
+export async function openHostTestStack(name: string): Promise<HostTestStack> {
+  const schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], name.replaceAll('-', ''));
+  const admin = testKafka(`${name}-test`).admin();
+  await admin.connect();
+  const heartbeats = await temporaryDirectory(`${name}-`);
+  return { schema, admin, heartbeats };
+}
+
+/** Stops the file's hosts, then closes what `openHostTestStack` opened (whatever of it exists). */
+export async function closeHostTestStack(stack: Partial<HostTestStack>, hosts: ReadonlyArray<{ stop(): Promise<unknown> }>): Promise<void> {
+  await Promise.all(hosts.map((host) => host.stop()));
+  await stack.admin?.disconnect();
+  await stack.schema?.drop();
+  await stack.heartbeats?.remove();
 }

@@ -6,20 +6,20 @@ import { loadHostSettings } from '../../host/settings.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import { runCli, tableRows } from '../helpers/cli.js';
-import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import type { PipelineNames } from '../helpers/host.js';
+import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import {
-  capturingLogger,
+  closeHostTestStack,
   committedOffsets,
   createTestPipelines,
   endOffsets,
   hostEnvironment,
   jsonMessages,
-  temporaryDirectory,
+  openHostTestStack,
   waitForCommittedToEnd,
 } from '../helpers/host.js';
-import { produce, testKafka } from '../helpers/kafka.js';
+import { produce } from '../helpers/kafka.js';
+import { captureLogger } from '../helpers/pipeline.js';
 import { sampleAppStats, sampleReview } from '../helpers/messages.js';
 
 interface PositionJson {
@@ -38,29 +38,21 @@ interface ReplayJson {
 
 let schema: TestSchema;
 let admin: Admin;
-let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
+let heartbeats: HostTestStack['heartbeats'];
 const hosts: HostHandle[] = [];
 
 beforeAll(async () => {
-  schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'clireplay');
-  admin = testKafka('cli-replay-test').admin();
-  await admin.connect();
-  heartbeats = await temporaryDirectory('cli-replay-');
+  ({ schema, admin, heartbeats } = await openHostTestStack('cli-replay'));
 });
 
-afterAll(async () => {
-  await Promise.all(hosts.map((host) => host.stop()));
-  await admin?.disconnect();
-  await schema?.drop();
-  await heartbeats?.remove();
-});
+afterAll(() => closeHostTestStack({ schema, admin, heartbeats }, hosts));
 
 function environment(names: PipelineNames): Record<string, string> {
   return hostEnvironment({ databaseUrl: schema.url, names, heartbeatDir: heartbeats.path });
 }
 
 async function runHostUntilCaughtUp(env: Record<string, string>, names: PipelineNames, pipelines: readonly PipelineName[]): Promise<HostHandle> {
-  const host = startHost(loadHostSettings({ ...env, STORAGE_PIPELINES: pipelines.join(',') }), { logger: capturingLogger() });
+  const host = startHost(loadHostSettings({ ...env, STORAGE_PIPELINES: pipelines.join(',') }), { logger: captureLogger() });
   hosts.push(host);
   expect(await host.running).toBe(true);
   for (const pipeline of pipelines) await waitForCommittedToEnd(admin, names.groups[pipeline], names.topics[pipeline]);

@@ -9,19 +9,20 @@ import type { PipelineName } from '../../shared/pipeline-names.js';
 import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import type { PipelineNames } from '../helpers/host.js';
+import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import {
-  capturingLogger,
+  closeHostTestStack,
   committedOffsets,
   createTestPipelines,
   endOffsets,
   hostEnvironment,
   jsonMessages,
-  temporaryDirectory,
+  openHostTestStack,
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import { produce, testKafka } from '../helpers/kafka.js';
+import { produce } from '../helpers/kafka.js';
+import { captureLogger } from '../helpers/pipeline.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 interface StepJson {
@@ -46,22 +47,14 @@ interface GroupJson {
 
 let schema: TestSchema;
 let admin: Admin;
-let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
+let heartbeats: HostTestStack['heartbeats'];
 const hosts: HostHandle[] = [];
 
 beforeAll(async () => {
-  schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'cliverify');
-  admin = testKafka('cli-verify-test').admin();
-  await admin.connect();
-  heartbeats = await temporaryDirectory('cli-verify-');
+  ({ schema, admin, heartbeats } = await openHostTestStack('cli-verify'));
 });
 
-afterAll(async () => {
-  await Promise.all(hosts.map((host) => host.stop()));
-  await admin?.disconnect();
-  await schema?.drop();
-  await heartbeats?.remove();
-});
+afterAll(() => closeHostTestStack({ schema, admin, heartbeats }, hosts));
 
 function environment(names: PipelineNames, databaseUrl = schema.url): Record<string, string> {
   return hostEnvironment({ databaseUrl, names, heartbeatDir: heartbeats.path });
@@ -86,7 +79,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     await produce(names.topics.reviews, jsonMessages(reviews('verify', 12), { key: (index) => `verify:${index}` }));
     await produce(names.topics['app-stats'], jsonMessages([sampleAppStats()]));
     await produce(names.topics['network-metrics'], jsonMessages([sampleNetworkMetrics()]));
-    host = startHost(loadHostSettings(env), { logger: capturingLogger() });
+    host = startHost(loadHostSettings(env), { logger: captureLogger() });
     hosts.push(host);
     expect(await host.running).toBe(true);
     for (const pipeline of PIPELINE_NAMES) await waitForCommittedToEnd(admin, names.groups[pipeline], names.topics[pipeline]);

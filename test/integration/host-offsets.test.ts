@@ -7,39 +7,32 @@ import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
-import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import {
-  capturingLogger,
+  closeHostTestStack,
   committedOffsets,
   createTestPipelines,
   hostEnvironment,
   jsonMessages,
-  temporaryDirectory,
+  openHostTestStack,
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import { produce, testKafka } from '../helpers/kafka.js';
+import type { HostTestStack } from '../helpers/host.js';
+import { produce } from '../helpers/kafka.js';
+import { captureLogger } from '../helpers/pipeline.js';
 import { sampleReview } from '../helpers/messages.js';
 
 let schema: TestSchema;
 let admin: Admin;
-let heartbeats: Awaited<ReturnType<typeof temporaryDirectory>>;
+let heartbeats: HostTestStack['heartbeats'];
 const hosts: HostHandle[] = [];
 
 beforeAll(async () => {
-  schema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'hostoff');
-  admin = testKafka('host-offsets-test').admin();
-  await admin.connect();
-  heartbeats = await temporaryDirectory('host-offsets-');
+  ({ schema, admin, heartbeats } = await openHostTestStack('host-offsets'));
 });
 
-afterAll(async () => {
-  await Promise.all(hosts.map((host) => host.stop()));
-  await admin?.disconnect();
-  await schema?.drop();
-  await heartbeats?.remove();
-});
+afterAll(() => closeHostTestStack({ schema, admin, heartbeats }, hosts));
 
 /** What one invocation of the reviews pipeline received, and what the group had committed then. */
 interface Call {
@@ -70,7 +63,7 @@ async function runReviews(script: Script, extra: Record<string, string> = {}) {
     }),
   );
   const calls: Call[] = [];
-  const logger = capturingLogger();
+  const logger = captureLogger();
   const host = startHost(settings, {
     logger,
     createInvoker: (pipeline, hostSettings) => {

@@ -9,7 +9,6 @@ import type { PipelineName } from '../../shared/pipeline-names.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import {
-  capturingLogger,
   committedOffsets,
   createTestPipelines,
   hostEnvironment,
@@ -20,6 +19,7 @@ import {
 } from '../helpers/host.js';
 import type { PipelineNames } from '../helpers/host.js';
 import { produce, testKafka } from '../helpers/kafka.js';
+import { captureLogger } from '../helpers/pipeline.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 // One in-process host runs the three pipelines for the whole file, as `npm run host` would;
@@ -50,7 +50,7 @@ beforeAll(async () => {
       extra: { STORAGE_MAX_POLL_RECORDS_REVIEWS: '50' },
     }),
   );
-  host = startHost(settings, { logger: capturingLogger() });
+  host = startHost(settings, { logger: captureLogger() });
   expect(await host.running).toBe(true);
 });
 
@@ -212,7 +212,7 @@ describe('host: poll, invoke, commit', () => {
 
     // Act: reset the reviews group alone (the host left the group, so it is empty) and run again
     await admin.resetOffsets({ groupId: names.groups.reviews, topic: names.topics.reviews, earliest: true });
-    const logger = capturingLogger();
+    const logger = captureLogger();
     host = startHost(settings, { logger });
     expect(await host.running).toBe(true);
     const committed = await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews, 120_000);
