@@ -1,22 +1,11 @@
-import { Kafka, logLevel } from 'kafkajs';
-import type { Admin, KafkaConfig } from 'kafkajs';
-import { kafkaConnection } from '../host/kafka-connection.js';
+import { logLevel } from 'kafkajs';
+import type { Admin } from 'kafkajs';
+import { createKafka } from '../host/kafka-connection.js';
 import type { KafkaSettings } from '../host/settings.js';
 import { loadHostSettings } from '../host/settings.js';
 import type { Environment } from '../shared/env.js';
 import type { PipelineSettings, Settings } from '../shared/settings.js';
 import type { CliIo } from './command.js';
-
-/** kafkajs client options from the host's Kafka settings (brokers, TLS, SASL). */
-function clientConfig(kafka: KafkaSettings): KafkaConfig {
-  return {
-    ...kafkaConnection(kafka),
-    clientId: `${kafka.clientId}-cli`,
-    // A command reports its own errors; kafkajs' retries would only repeat them on stderr.
-    logLevel: logLevel.NOTHING,
-    retry: { retries: 3 },
-  };
-}
 
 /** A connected admin and the settings it was made from. */
 export interface KafkaContext {
@@ -26,7 +15,12 @@ export interface KafkaContext {
 
 /** A kafkajs admin (not connected yet) for the host's Kafka settings: brokers, TLS, SASL. */
 export function createKafkaAdmin(kafka: KafkaSettings): Admin {
-  return new Kafka(clientConfig(kafka)).admin();
+  return createKafka(kafka, {
+    clientId: `${kafka.clientId}-cli`,
+    // A command reports its own errors; kafkajs' retries would only repeat them on stderr.
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 3 },
+  }).admin();
 }
 
 /**

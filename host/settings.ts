@@ -12,9 +12,25 @@ import type { Settings } from '../shared/settings.js';
 export const INVOKE_MODES = ['in-process', 'lambda'] as const;
 export type InvokeMode = (typeof INVOKE_MODES)[number];
 
-/** SASL mechanisms kafkajs speaks that we accept from the environment. */
-export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512'] as const;
+/**
+ * SASL mechanisms accepted from the environment: kafkajs' user/password ones, and `aws-msk-iam`
+ * (MSK with IAM access control: OAUTHBEARER tokens signed by AWS's signer library).
+ */
+export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'aws-msk-iam'] as const;
 export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
+
+/** SASL with a user name and a password (PLAIN, SCRAM). */
+export interface PasswordSasl {
+  readonly mechanism: Exclude<SaslMechanism, 'aws-msk-iam'>;
+  readonly username: string;
+  readonly password: string;
+}
+
+/** MSK IAM: credentials from the default AWS provider chain, tokens signed for `region`. */
+export interface AwsMskIamSasl {
+  readonly mechanism: 'aws-msk-iam';
+  readonly region: string;
+}
 
 /** The synchronous Invoke payload limit, which an event source mapping also respects. */
 export const MAX_EVENT_BYTES = 6_291_456;
@@ -25,7 +41,7 @@ export interface KafkaSettings {
   readonly clientId: string;
   /** TLS; `undefined` = plaintext. `ca` is the PEM text of `KAFKA_SSL_CA_FILE`, read at start. */
   readonly ssl: { readonly ca: string | undefined; readonly rejectUnauthorized: boolean } | undefined;
-  readonly sasl: { readonly mechanism: SaslMechanism; readonly username: string; readonly password: string } | undefined;
+  readonly sasl: PasswordSasl | AwsMskIamSasl | undefined;
 }
 
 /** Where the handler runs. */
@@ -75,6 +91,46 @@ export interface HostSettings {
 
 const positiveMs = (min: number, max: number) => integerVariable(min, max);
 
+/** An AWS region name such as `eu-central-1` or `us-gov-west-1`. */
+const awsRegion = z
+  .string()
+  .trim()
+  .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as eu-central-1');
+
+function readSasl(env: Environment): KafkaSettings['sasl'] {
+  const mechanism = readVariable(
+    env,
+    'KAFKA_SASL_MECHANISM',
+    z
+      .string()
+      .trim()
+      .toLowerCase()
+      .pipe(z.enum(SASL_MECHANISMS, { error: 'must be plain, scram-sha-256, scram-sha-512 or aws-msk-iam' })),
+    undefined as SaslMechanism | undefined,
+  );
+  const credentialsSet = Boolean(env.KAFKA_SASL_USERNAME || env.KAFKA_SASL_PASSWORD);
+  if (mechanism === undefined) {
+    if (credentialsSet) throw new ConfigurationError('KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM is not');
+    return undefined;
+  }
+  if (mechanism === 'aws-msk-iam') {
+    // IAM credentials come from the default AWS provider chain; a user name here is a mistake.
+    if (credentialsSet) {
+      throw new ConfigurationError(
+        'KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM=aws-msk-iam takes its credentials from the AWS provider chain; unset them',
+      );
+    }
+    const region = readVariable(env, 'KAFKA_AWS_REGION', awsRegion, readVariable(env, 'AWS_REGION', awsRegion, readVariable(env, 'AWS_DEFAULT_REGION', awsRegion, '')));
+    if (region === '') throw new ConfigurationError('KAFKA_AWS_REGION is required with KAFKA_SASL_MECHANISM=aws-msk-iam (or set AWS_REGION)');
+    return { mechanism, region };
+  }
+  return {
+    mechanism,
+    username: requireVariable(env, 'KAFKA_SASL_USERNAME', z.string().min(1)),
+    password: requireVariable(env, 'KAFKA_SASL_PASSWORD', z.string().min(1)),
+  };
+}
+
 function readKafka(env: Environment): KafkaSettings {
   const brokers = requireVariable(
     env,
@@ -85,11 +141,15 @@ function readKafka(env: Environment): KafkaSettings {
         .min(1, 'must name at least one broker'),
     ),
   );
+  const sasl = readSasl(env);
   const caFile = readVariable(env, 'KAFKA_SSL_CA_FILE', z.string().trim().min(1), undefined as string | undefined);
-  // A CA file only makes sense with TLS, so it switches TLS on by itself.
-  const tls = readVariable(env, 'KAFKA_SSL', booleanVariable, caFile !== undefined);
+  // A CA file only makes sense with TLS, so it switches TLS on by itself; MSK IAM needs TLS too.
+  const tls = readVariable(env, 'KAFKA_SSL', booleanVariable, caFile !== undefined || sasl?.mechanism === 'aws-msk-iam');
   if (caFile !== undefined && !tls) {
     throw new ConfigurationError('KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false; unset one of them');
+  }
+  if (sasl?.mechanism === 'aws-msk-iam' && !tls) {
+    throw new ConfigurationError('KAFKA_SSL=false but KAFKA_SASL_MECHANISM=aws-msk-iam needs TLS (MSK serves IAM on its TLS port 9098)');
   }
   let ca: string | undefined;
   if (caFile !== undefined) {
@@ -102,27 +162,6 @@ function readKafka(env: Environment): KafkaSettings {
     }
   }
   const rejectUnauthorized = readVariable(env, 'KAFKA_SSL_REJECT_UNAUTHORIZED', booleanVariable, true);
-
-  const mechanism = readVariable(
-    env,
-    'KAFKA_SASL_MECHANISM',
-    z
-      .string()
-      .trim()
-      .toLowerCase()
-      .pipe(z.enum(SASL_MECHANISMS, { error: 'must be plain, scram-sha-256 or scram-sha-512' })),
-    undefined as SaslMechanism | undefined,
-  );
-  let sasl: KafkaSettings['sasl'];
-  if (mechanism !== undefined) {
-    sasl = {
-      mechanism,
-      username: requireVariable(env, 'KAFKA_SASL_USERNAME', z.string().min(1)),
-      password: requireVariable(env, 'KAFKA_SASL_PASSWORD', z.string().min(1)),
-    };
-  } else if (env.KAFKA_SASL_USERNAME || env.KAFKA_SASL_PASSWORD) {
-    throw new ConfigurationError('KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM is not');
-  }
   return {
     brokers,
     clientId: readVariable(env, 'KAFKA_CLIENT_ID', z.string().trim().min(1), 'storage-consumer'),

@@ -1,17 +1,18 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Kafka, logLevel } from 'kafkajs';
-import type { KafkaConfig, LogEntry } from 'kafkajs';
+import { logLevel } from 'kafkajs';
+import type { LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../shared/db.js';
 import { connectionConfig } from '../shared/db.js';
 import { runMigrations } from '../shared/migrations/run.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { createHeartbeat } from './heartbeat.js';
-import { kafkaConnection } from './kafka-connection.js';
+import { createKafka } from './kafka-connection.js';
+import type { KafkaClientOptions } from './kafka-connection.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import type { PipelineConsumer } from './pipeline-consumer.js';
 import { createPipelineConsumer } from './pipeline-consumer.js';
-import type { HostSettings, KafkaSettings } from './settings.js';
+import type { HostSettings } from './settings.js';
 
 /** The host's life cycle (SPEC section 9). */
 export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
@@ -45,9 +46,8 @@ export function createHostLogger(): CoreLogger {
   return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
 }
 
-function kafkaConfig(kafka: KafkaSettings, logger: CoreLogger): KafkaConfig {
+function kafkaLogging(logger: CoreLogger): KafkaClientOptions {
   return {
-    ...kafkaConnection(kafka),
     logLevel: logLevel.WARN,
     logCreator:
       () =>
@@ -108,7 +108,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {
-        const kafka = new Kafka(kafkaConfig(settings.kafka, logger));
+        const kafka = createKafka(settings.kafka, kafkaLogging(logger));
         for (const name of pipelines) {
           const invoker = makeInvoker(name, settings);
           invokers.push(invoker);

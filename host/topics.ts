@@ -4,11 +4,13 @@
  * lowered, so a topic with too few partitions is reported loudly instead of being consumed at a
  * third of its intended parallelism.
  */
-import { Kafka, logLevel } from 'kafkajs';
+import { logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
 import type { CoreLogger } from '../shared/db.js';
 import { StorageConsumerError } from '../shared/errors.js';
 import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import { createKafka, plaintextKafka } from './kafka-connection.js';
+import type { KafkaSettings } from './settings.js';
 
 /** Partitions per topic (SPEC section 1): up to 3 active consumers per group. */
 export const TOPIC_PARTITIONS = 3;
@@ -39,8 +41,11 @@ export interface EnsureTopicsResult {
   readonly topics: readonly TopicDescription[];
 }
 
-/** A connected kafkajs admin, or bootstrap brokers to connect to for the duration of the call. */
-export type AdminTarget = Admin | readonly string[];
+/**
+ * A connected kafkajs admin, or a cluster to connect to for the duration of the call: the
+ * host's Kafka settings (TLS, SASL), or a plaintext broker list (the dev stack, tests).
+ */
+export type AdminTarget = Admin | KafkaSettings | readonly string[];
 
 /** Options of {@link ensureTopics}. */
 export interface EnsureTopicsOptions {
@@ -166,8 +171,9 @@ async function describeWith(admin: Admin, topics: readonly string[]): Promise<To
 }
 
 async function withAdmin<T>(target: AdminTarget, use: (admin: Admin) => Promise<T>): Promise<T> {
-  if (!isBrokerList(target)) return use(target);
-  const admin = new Kafka({ clientId: 'storage-consumer-topics', brokers: [...target], logLevel: logLevel.ERROR }).admin();
+  if (!isCluster(target)) return use(target);
+  const kafka = isBrokerList(target) ? plaintextKafka(target) : target;
+  const admin = createKafka(kafka, { clientId: `${kafka.clientId}-topics`, logLevel: logLevel.ERROR }).admin();
   await admin.connect();
   try {
     return await use(admin);
@@ -178,6 +184,10 @@ async function withAdmin<T>(target: AdminTarget, use: (admin: Admin) => Promise<
 
 function isBrokerList(target: AdminTarget): target is readonly string[] {
   return Array.isArray(target);
+}
+
+function isCluster(target: AdminTarget): target is KafkaSettings | readonly string[] {
+  return isBrokerList(target) || 'brokers' in target;
 }
 
 /** The specs without repeats; a topic listed twice with different counts is a caller's error. */
