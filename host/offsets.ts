@@ -26,8 +26,11 @@ export interface OffsetDecision {
   readonly redeliver: readonly PartitionOffset[];
   /** Why the batch counts as failed, for the log. */
   readonly reason?: string;
-  /** The response reported failures but the switch is off: they were ignored (logged as an ERROR). */
-  readonly ignoredFailures: number;
+  /**
+   * The response reported failures although the switch is off: how many entries. They were
+   * honoured all the same (logged as an ERROR): on AWS such a mapping would lose the batch.
+   */
+  readonly reportedWithoutSwitch: number;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -40,12 +43,12 @@ function offsetText(value: unknown): string | undefined {
   return undefined;
 }
 
-function everything(partitions: readonly EventPartition[], ignoredFailures = 0): OffsetDecision {
+function everything(partitions: readonly EventPartition[]): OffsetDecision {
   return {
     outcome: 'success',
     commit: partitions.map(({ topic, partition, next }) => ({ topic, partition, offset: next })),
     redeliver: [],
-    ignoredFailures,
+    reportedWithoutSwitch: 0,
   };
 }
 
@@ -55,13 +58,13 @@ function nothing(partitions: readonly EventPartition[], reason: string): OffsetD
     commit: [],
     redeliver: partitions.map(({ topic, partition, offsets }) => ({ topic, partition, offset: offsets[0] as string })),
     reason,
-    ignoredFailures: 0,
+    reportedWithoutSwitch: 0,
   };
 }
 
 /**
- * Turns one invocation's outcome into offsets, exactly as an event source mapping would
- * (SPEC section 3, "Offset semantics"):
+ * Turns one invocation's outcome into offsets, as an event source mapping would (SPEC section 3,
+ * "Offset semantics"), except where AWS would lose data:
  *
  * - a thrown or function error, or (with the switch on) a response that is not a valid
  *   partial batch response, or an identifier naming a partition or offset that was not in
@@ -69,11 +72,12 @@ function nothing(partitions: readonly EventPartition[], reason: string): OffsetD
  *   first offset;
  * - no response, no or an empty `batchItemFailures`: commit `next` (last offset + 1) for
  *   every partition;
- * - `batchItemFailures` with the switch on: a listed partition commits up to (not including)
- *   its lowest failed offset and is redelivered from it; unlisted partitions commit as on
- *   success;
- * - with the switch off, any response is a success (reported failures are counted in
- *   `ignoredFailures`, for an ERROR log).
+ * - `batchItemFailures`: a listed partition commits up to (not including) its lowest failed
+ *   offset and is redelivered from it; unlisted partitions commit as on success;
+ * - with the switch off, a response without a failure report (even one that is not JSON) is a
+ *   success, as on AWS. A failure report is honoured all the same (`reportedWithoutSwitch`,
+ *   for an ERROR log): AWS would count it as success and lose the batch, and no host setting
+ *   may do that.
  *
  * Pure: no Kafka, no clock. Offsets are compared as BigInt, never rounded through Number.
  */
@@ -91,11 +95,17 @@ export function decideOffsets(
   }
   const payload = outcome.payload;
   const failures = isObject(payload) ? payload.batchItemFailures : undefined;
-  if (!reportBatchItemFailures) {
-    return everything(partitions, Array.isArray(failures) ? failures.length : 0);
-  }
+  if (reportBatchItemFailures) return decideResponse(partitions, payload);
+  const reported = failures !== undefined && failures !== null && !(Array.isArray(failures) && failures.length === 0);
+  if (!reported) return everything(partitions);
+  return { ...decideResponse(partitions, payload), reportedWithoutSwitch: Array.isArray(failures) ? failures.length : 1 };
+}
+
+/** A returned payload read as a partial batch response. */
+function decideResponse(partitions: readonly EventPartition[], payload: unknown): OffsetDecision {
   if (payload === null || payload === undefined) return everything(partitions);
   if (!isObject(payload)) return nothing(partitions, 'invalid response: not an object');
+  const failures = payload.batchItemFailures;
   if (failures === undefined || failures === null) return everything(partitions);
   if (!Array.isArray(failures)) return nothing(partitions, 'invalid response: batchItemFailures is not an array');
   if (failures.length === 0) return everything(partitions);
@@ -132,5 +142,5 @@ export function decideOffsets(
     if (failed > BigInt(offsets[0] as string)) commit.push({ topic, partition: number, offset: failed.toString() });
     redeliver.push({ topic, partition: number, offset: failed.toString() });
   }
-  return { outcome: 'partial', commit, redeliver, ignoredFailures: 0 };
+  return { outcome: 'partial', commit, redeliver, reportedWithoutSwitch: 0 };
 }

@@ -201,10 +201,11 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         return;
       }
       const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
-      if (decision.ignoredFailures > 0) {
-        logger.error('failure report ignored: STORAGE_REPORT_BATCH_ITEM_FAILURES is off, so the batch counts as stored', {
+      if (decision.reportedWithoutSwitch > 0) {
+        logger.error('failure report honoured although STORAGE_REPORT_BATCH_ITEM_FAILURES is off', {
           pipeline: pipeline.name,
-          reportedFailures: decision.ignoredFailures,
+          reportedFailures: decision.reportedWithoutSwitch,
+          why: 'on AWS a mapping without ReportBatchItemFailures counts this report as success and loses the batch: switch it on wherever the function reports failures',
           partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
         });
       }

@@ -2,8 +2,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { EventPartition } from '../../host/batch.js';
 import { decideOffsets } from '../../host/offsets.js';
+import { loadHostSettings } from '../../host/settings.js';
+import type { HostSettings } from '../../host/settings.js';
 import type { HandlerOutcome, OffsetDecision } from '../../host/offsets.js';
-import { RetryBudgetExhaustedError } from '../../shared/errors.js';
+import { ConfigurationError, RetryBudgetExhaustedError } from '../../shared/errors.js';
 
 function partition(topic: string, number: number, offsets: readonly number[], next?: string): EventPartition {
   return {
@@ -30,7 +32,7 @@ const success: OffsetDecision = {
     { topic: 'reviews', partition: 1, offset: '105' },
   ],
   redeliver: [],
-  ignoredFailures: 0,
+  reportedWithoutSwitch: 0,
 };
 
 const wholeBatchFailed = (reason: RegExp) => ({
@@ -41,7 +43,7 @@ const wholeBatchFailed = (reason: RegExp) => ({
     { topic: 'reviews', partition: 1, offset: '100' },
   ],
   reason: expect.stringMatching(reason),
-  ignoredFailures: 0,
+  reportedWithoutSwitch: 0,
 });
 
 describe('decideOffsets: success', () => {
@@ -97,7 +99,7 @@ describe('decideOffsets: batchItemFailures (switch on)', () => {
         { topic: 'reviews', partition: 1, offset: '103' },
       ],
       redeliver: [{ topic: 'reviews', partition: 1, offset: '103' }],
-      ignoredFailures: 0,
+      reportedWithoutSwitch: 0,
     });
   });
 
@@ -130,7 +132,7 @@ describe('decideOffsets: batchItemFailures (switch on)', () => {
         { topic: 'reviews', partition: 0, offset: '10' },
         { topic: 'reviews', partition: 1, offset: '100' },
       ],
-      ignoredFailures: 0,
+      reportedWithoutSwitch: 0,
     });
   });
 
@@ -188,26 +190,38 @@ describe('decideOffsets: batchItemFailures (switch on)', () => {
 });
 
 describe('decideOffsets: switch off (no ReportBatchItemFailures on the mapping)', () => {
-  it('counts a returned failure report as success and says how many failures it ignored', () => {
+  it('still honours a failure report (AWS would lose the batch) and says how many entries it had', () => {
     // Act
-    const decision = decideOffsets(event, response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] }), false);
+    const decision = decideOffsets(event, response({ batchItemFailures: [failure('reviews-0', 12), failure('reviews-1', 100)] }), false);
 
-    // Assess
-    expect(decision).toEqual({ ...success, ignoredFailures: 2 });
+    // Assess: p0 commits up to 12 and is redelivered from it; p1 commits nothing
+    expect(decision).toEqual({
+      outcome: 'partial',
+      commit: [{ topic: 'reviews', partition: 0, offset: '12' }],
+      redeliver: [
+        { topic: 'reviews', partition: 0, offset: '12' },
+        { topic: 'reviews', partition: 1, offset: '100' },
+      ],
+      reportedWithoutSwitch: 2,
+    });
   });
 
-  it('counts even an identifier that is not in the event as an ignored failure', () => {
-    expect(decideOffsets(event, response({ batchItemFailures: [failure('nope-9', 1)] }), false)).toEqual({ ...success, ignoredFailures: 1 });
+  it.each([
+    ['an identifier that is not in the event', { batchItemFailures: [failure('nope-9', 1)] }, /not in the event/],
+    ['a non-array batchItemFailures', { batchItemFailures: 'x' }, /not an array/],
+  ])('treats the whole batch as failed for %s', (_name, payload, reason) => {
+    expect(decideOffsets(event, response(payload), false)).toEqual({ ...wholeBatchFailed(reason), reportedWithoutSwitch: 1 });
   });
 
   it.each([
     ['a string response', 'ok'],
-    ['a non-array batchItemFailures', { batchItemFailures: 'x' }],
-  ])('ignores the response body entirely, even with %s', (_name, payload) => {
+    ['an empty report', { batchItemFailures: [] }],
+    ['a null report', { batchItemFailures: null }],
+  ])('counts a response without a failure report as success, as AWS does: %s', (_name, payload) => {
     expect(decideOffsets(event, response(payload), false)).toEqual(success);
   });
 
-  it('ignores a response that is not JSON', () => {
+  it('counts a response that is not JSON as success, as AWS does', () => {
     expect(decideOffsets(event, { kind: 'invalid-response', detail: 'x' }, false)).toEqual(success);
   });
 
@@ -295,5 +309,52 @@ describe('decideOffsets: properties', () => {
         }
       }),
     );
+  });
+});
+
+describe('no host setting lets a failure report advance past the failed records', () => {
+  const modes = [
+    ['in-process', {}],
+    ['lambda', { STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'storage-consumer-dev-reviews' }],
+  ] as const;
+  const responses = [['unset', {}], ['throw', { STORAGE_FAILURE_RESPONSE: 'throw' }], ['report', { STORAGE_FAILURE_RESPONSE: 'report' }]] as const;
+  const switches = [
+    ['unset', {}],
+    ['true', { STORAGE_REPORT_BATCH_ITEM_FAILURES: 'true' }],
+    ['false', { STORAGE_REPORT_BATCH_ITEM_FAILURES: 'false' }],
+  ] as const;
+  const combinations = modes.flatMap(([mode, modeEnv]) =>
+    responses.flatMap(([form, formEnv]) =>
+      switches.map(([on, switchEnv]) => [mode, form, on, { KAFKA_BROKERS: '127.0.0.1:9092', ...modeEnv, ...formEnv, ...switchEnv }] as const),
+    ),
+  );
+
+  it.each(combinations)('STORAGE_INVOKE_MODE=%s STORAGE_FAILURE_RESPONSE=%s STORAGE_REPORT_BATCH_ITEM_FAILURES=%s: refused at start, or the report is honoured', (_mode, _form, _on, env) => {
+    // Prepare: the report a handler answers when the retry budget ran out (its lowest offset per partition)
+    let settings: HostSettings;
+    try {
+      settings = loadHostSettings(env);
+    } catch (error) {
+      // Refusing to start is one of the two allowed answers; it must name the variables
+      expect(error).toBeInstanceOf(ConfigurationError);
+      expect((error as Error).message).toMatch(/STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true/);
+      return;
+    }
+    const report = response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] });
+
+    // Act
+    const decision = decideOffsets(event, report, settings.reportBatchItemFailures);
+
+    // Assess: nothing committed at or past a failed offset, and both partitions redelivered from it
+    expect(decision.outcome).not.toBe('success');
+    expect(decision.commit).toEqual([]);
+    expect(decision.redeliver).toEqual([
+      { topic: 'reviews', partition: 0, offset: '10' },
+      { topic: 'reviews', partition: 1, offset: '100' },
+    ]);
+  });
+
+  it('covers all 18 combinations', () => {
+    expect(combinations).toHaveLength(18);
   });
 });
