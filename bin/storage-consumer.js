@@ -1,12 +1,45 @@
 #!/usr/bin/env node
 /* global process, URL, console */
-// `storage-consumer` (`npx storage-consumer <command>`): runs the TypeScript command line in
-// cli/ through tsx, on Node 24. An older `node` first on the PATH hands over to the repository's
-// own Node 24 (the `node` dev dependency) and forwards signals to it.
+// `storage-consumer` (`npx storage-consumer <command>`), on Node 24. It runs the built command
+// line (dist/cli/main.js, `npm run build`) where it exists: that is all a production install
+// (`npm ci --omit=dev`) has. In a checkout it runs the TypeScript sources in cli/ through tsx
+// when there is no build, or when a source file changed after the build (a stale build never
+// runs silently). An older `node` first on the PATH hands over to the repository's own Node 24
+// (the `node` dev dependency) and forwards signals to it.
 import { spawn } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const REQUIRED_MAJOR = 24;
+const BUILT = new URL('../dist/cli/main.js', import.meta.url);
+const BUILD_STAMP = new URL('../dist/BUILD', import.meta.url);
+/** The folders the build bundles; absent in a production install. */
+const SOURCES = ['cli', 'host', 'shared', 'aws'].map((folder) => new URL(`../${folder}/`, import.meta.url));
+
+/** Modification time in ms, or undefined when the file does not exist. */
+function modified(url) {
+  try {
+    return statSync(url).mtimeMs;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a TypeScript source is newer than the build (only where the sources exist). */
+function sourcesNewerThan(time) {
+  for (const folder of SOURCES) {
+    let files;
+    try {
+      files = readdirSync(folder, { recursive: true });
+    } catch {
+      continue;
+    }
+    for (const file of files) {
+      if (String(file).endsWith('.ts') && (modified(new URL(String(file), folder)) ?? 0) > time) return true;
+    }
+  }
+  return false;
+}
 
 if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
   const node = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
@@ -18,8 +51,18 @@ if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
   });
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
 } else {
-  const { register } = await import('tsx/esm/api');
-  register();
-  const { runCli } = await import('../cli/main.ts');
-  await runCli(process.argv.slice(2));
+  const built = modified(BUILD_STAMP);
+  const useBuild = built !== undefined && modified(BUILT) !== undefined && !sourcesNewerThan(built);
+  if (built !== undefined && !useBuild) {
+    console.error('storage-consumer: dist/ is older than the sources; running the sources (npm run build refreshes it)');
+  }
+  if (useBuild) {
+    const { runCli } = await import(BUILT.href);
+    await runCli(process.argv.slice(2));
+  } else {
+    const { register } = await import('tsx/esm/api');
+    register();
+    const { runCli } = await import('../cli/main.ts');
+    await runCli(process.argv.slice(2));
+  }
 }

@@ -1,17 +1,17 @@
 import { UsageError } from './command.js';
 
-const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 
 /**
- * A duration such as `30d`, `12h`, `90m`, `45s` or `2w` in milliseconds.
+ * A duration such as `30d`, `12h`, `90m`, `45s`, `2w` or `500ms` in milliseconds.
  * @throws UsageError naming `option` for anything else.
  */
 export function parseDuration(text: string, option: string): number {
-  const match = /^(\d+)([smhdw])$/.exec(text.trim());
+  const match = /^(\d+)(ms|[smhdw])$/.exec(text.trim());
   const amount = match ? Number(match[1]) : Number.NaN;
   const ms = match ? amount * UNIT_MS[match[2] as keyof typeof UNIT_MS] : Number.NaN;
   if (!Number.isSafeInteger(ms)) {
-    throw new UsageError(`${option} must be a duration such as 30d, 12h, 90m, 45s or 2w, got ${JSON.stringify(text)}`);
+    throw new UsageError(`${option} must be a duration such as 30d, 12h, 90m, 45s, 2w or 500ms, got ${JSON.stringify(text)}`);
   }
   return ms;
 }

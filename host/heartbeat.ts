@@ -1,6 +1,8 @@
 import { mkdirSync, writeFile } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CoreLogger } from '../shared/db.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
 
 /** The heartbeat file of one pipeline: `<dir>/<pipeline>.heartbeat`. */
 export function heartbeatFile(dir: string, pipeline: string): string {
@@ -56,4 +58,41 @@ export function createHeartbeat(options: {
       });
     },
   };
+}
+
+/** One pipeline whose heartbeat is missing or too old. */
+export interface HeartbeatProblem {
+  readonly pipeline: PipelineName;
+  readonly file: string;
+  /** Age of the file in ms; `undefined` when it is missing. */
+  readonly ageMs: number | undefined;
+}
+
+/**
+ * Checks each expected pipeline's heartbeat file: missing, or last written more than
+ * `maxAgeMs` ago, is a problem. Returns the problems (none = healthy).
+ */
+export async function checkHeartbeats(options: {
+  readonly dir: string;
+  readonly pipelines: readonly PipelineName[];
+  readonly maxAgeMs: number;
+  readonly now?: number;
+}): Promise<HeartbeatProblem[]> {
+  const now = options.now ?? Date.now();
+  const problems: HeartbeatProblem[] = [];
+  for (const pipeline of options.pipelines) {
+    const file = heartbeatFile(options.dir, pipeline);
+    const modified = await stat(file).then(
+      (stats) => stats.mtimeMs,
+      () => undefined,
+    );
+    if (modified === undefined) problems.push({ pipeline, file, ageMs: undefined });
+    else if (now - modified > options.maxAgeMs) problems.push({ pipeline, file, ageMs: Math.round(now - modified) });
+  }
+  return problems;
+}
+
+/** The health check's default staleness limit: three heartbeat intervals plus one poll (16 s at the defaults). */
+export function defaultMaxAgeMs(intervalMs: number, pollTimeoutMs: number): number {
+  return 3 * intervalMs + pollTimeoutMs;
 }

@@ -1,4 +1,4 @@
-import { checkHeartbeats, defaultMaxAgeMs } from '../../host/healthcheck.js';
+import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
 import { loadHeartbeatSettings } from '../../host/settings.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
@@ -14,9 +14,11 @@ export const healthcheck: Command = {
 
 Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
 written recently, else exit 1 naming each pipeline whose file is missing or stale. Needs neither
-Kafka nor the database: made for a container's HEALTHCHECK.
+Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck runs it too).
 
-  --max-age D   staleness limit such as 20s (default: 3 heartbeat intervals plus one poll)
+  --max-age D   staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one
+                poll timeout: 16s with the default STORAGE_HEARTBEAT_INTERVAL_MS and
+                STORAGE_POLL_TIMEOUT_MS)
   --json        the result as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {

@@ -70,10 +70,18 @@ export interface HostProcess {
 
 const children = new Set<ChildProcess>();
 
+/** How to start a host: Node's arguments and the folder; default the TypeScript sources of this repository. */
+export interface HostCommand {
+  readonly args: readonly string[];
+  readonly cwd: string;
+}
+
+const SOURCE_HOST: HostCommand = { args: ['--import', 'tsx', 'host/main.ts'], cwd: REPO_ROOT };
+
 /** Starts the host in a child process with exactly `env` (plus PATH and HOME). */
-export function spawnHost(env: Record<string, string>): HostProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'host/main.ts'], {
-    cwd: REPO_ROOT,
+export function spawnHost(env: Record<string, string>, command: HostCommand = SOURCE_HOST): HostProcess {
+  const child = spawn(process.execPath, [...command.args], {
+    cwd: command.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAppsStandIn, createMigratedSchema, createTestSchema } from '../helpers/database.js';
@@ -18,12 +16,12 @@ import {
   waitUntil,
 } from '../helpers/host.js';
 import type { PipelineNames } from '../helpers/host.js';
+import { runBin } from '../helpers/cli.js';
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 // The host as operators run it: a child process (`node --import tsx host/main.ts`), signals,
 // exit codes. Each test has its own topics and groups.
-const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const FLOOD = 30_000;
 
 let schema: TestSchema;
@@ -74,17 +72,10 @@ async function storedBelow(topic: string, partition: number, offset: bigint): Pr
 
 const total = (offsets: Map<number, bigint>) => [...offsets.values()].reduce((sum, offset) => sum + (offset > 0n ? offset : 0n), 0n);
 
-function runHealthcheck(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'host/healthcheck.ts', ...args], {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? '', ...env },
-    });
-    let output = '';
-    child.stdout.on('data', (data: Buffer) => (output += data.toString()));
-    child.stderr.on('data', (data: Buffer) => (output += data.toString()));
-    child.on('exit', (code) => resolve({ code, output }));
-  });
+/** The container health check as a HEALTHCHECK runs it: the `healthcheck` command through the bin. */
+async function runHealthcheck(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; output: string }> {
+  const { code, stdout, stderr } = await runBin(['healthcheck', ...args], env);
+  return { code, output: stdout + stderr };
 }
 
 describe('host life cycle', () => {
@@ -211,7 +202,7 @@ describe('host life cycle', () => {
 
     // Assess: without a host the heartbeats go stale, and the check names every pipeline
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const unhealthy = await runHealthcheck(env, ['--max-age-ms', '100']);
+    const unhealthy = await runHealthcheck(env, ['--max-age', '100ms']);
     expect(unhealthy.code).toBe(1);
     for (const pipeline of ['app-stats', 'reviews', 'network-metrics']) expect(unhealthy.output).toContain(`unhealthy: ${pipeline}`);
   });

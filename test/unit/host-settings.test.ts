@@ -2,10 +2,10 @@ import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkHeartbeats, defaultMaxAgeMs, healthcheckMain } from '../../host/healthcheck.js';
-import { createHeartbeat, heartbeatFile } from '../../host/heartbeat.js';
+import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../host/heartbeat.js';
 import { loadHostSettings, MAX_EVENT_BYTES } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
+import { runCli } from '../helpers/cli.js';
 
 const base = { KAFKA_BROKERS: '127.0.0.1:9092' };
 
@@ -185,9 +185,19 @@ describe('heartbeat and health check', () => {
     await writeFile(heartbeatFile(dir, 'reviews'), '');
     const env = { STORAGE_HEARTBEAT_DIR: dir, STORAGE_PIPELINES: 'reviews' };
 
-    // Act / Assess
-    expect(await healthcheckMain([], env)).toBe(0);
-    expect(await healthcheckMain([], { ...env, STORAGE_PIPELINES: 'reviews,network-metrics' })).toBe(1);
-    expect(await healthcheckMain(['--max-age-ms', 'x'], env)).toBe(1);
+    // Act
+    const fresh = await runCli(['healthcheck'], env);
+    const missing = await runCli(['healthcheck'], { ...env, STORAGE_PIPELINES: 'reviews,network-metrics' });
+    const stale = await runCli(['healthcheck', '--max-age', '1ms'], env);
+    const unusable = await runCli(['healthcheck', '--max-age', 'x'], env);
+
+    // Assess
+    expect(fresh).toMatchObject({ code: 0, stdout: 'healthy: reviews\n' });
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toMatch(/^unhealthy: network-metrics: no heartbeat file /);
+    expect(stale.code).toBe(1);
+    expect(stale.stdout).toMatch(/^unhealthy: reviews: heartbeat \d+ ms old \(limit 1 ms\)/);
+    expect(unusable.code).toBe(2);
+    expect(unusable.stderr).toMatch(/--max-age must be a duration/);
   });
 });
