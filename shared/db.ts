@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { parse } from 'pg-connection-string';
+import { queryTimeoutMs } from './connection.js';
 import type { DatabaseSettings } from './settings.js';
 
 /** A logger shape the core needs; Powertools' Logger and console-like loggers both fit. */
@@ -10,19 +11,25 @@ export interface CoreLogger {
   error(message: string, ...extra: Array<Record<string, unknown>>): void;
 }
 
+/** How long a connection stays silent before TCP starts probing whether its peer is still there. */
+export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
+
 /**
- * Connection options for one pool or client: connect and statement timeouts, and the session
- * in time zone UTC (appended to any libpq `options` the connection string carries, so a
- * test's `search_path` survives).
+ * Connection options for one pool or client: the connect timeout, TCP keepalive (a peer that
+ * vanished without a FIN, e.g. after a failover or behind a NAT that forgot the flow, is
+ * noticed instead of waited on forever) and TLS. No session settings travel as startup
+ * parameters: a pooler (PgBouncer in transaction mode) refuses them, RDS Proxy pins the session
+ * on them. The batch transaction sets its timeouts and time zone itself
+ * (`beginBatchTransaction`); libpq `options` a connection string carries pass through untouched
+ * (a test's `search_path`; a pooler refuses them with a clear message).
  */
 export function connectionConfig(settings: DatabaseSettings, overrides: Partial<pg.ClientConfig> = {}): pg.ClientConfig {
   const fromUrl = settings.connectionString ? parse(settings.connectionString) : {};
-  const { options: urlOptions, ...rest } = fromUrl as pg.ClientConfig & { options?: string };
   const config: pg.ClientConfig = {
-    ...(rest as pg.ClientConfig),
+    ...(fromUrl as pg.ClientConfig),
     connectionTimeoutMillis: settings.connectTimeoutMs,
-    statement_timeout: settings.statementTimeoutMs,
-    options: [urlOptions, '-c TimeZone=UTC'].filter(Boolean).join(' '),
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_INITIAL_DELAY_MS,
     ...overrides,
   };
   if (settings.ssl === 'disable') config.ssl = false;
@@ -79,8 +86,9 @@ export class ArrayLiteralClient extends pg.Client {
 
 /**
  * One small pool per pipeline, so a reviews flood can never take network-metrics'
- * connections. Idle-client errors (a server restart) are logged, never crash the process:
- * the next checkout gets a fresh connection.
+ * connections. Every query has a client-side timeout a little above the statement timeout
+ * (a connection that stops answering fails instead of hanging). Idle-client errors (a server
+ * restart) are logged, never crash the process: the next checkout gets a fresh connection.
  */
 export function createPool(
   settings: DatabaseSettings,
@@ -91,6 +99,7 @@ export function createPool(
   const pool = new pg.Pool({
     ...connectionConfig(settings),
     max: settings.poolMax,
+    query_timeout: queryTimeoutMs(settings),
     Client: ArrayLiteralClient,
     idleTimeoutMillis: 60_000,
     application_name: `storage-consumer/${name}`,

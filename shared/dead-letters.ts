@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sanitizeDetail } from './contracts/decode.js';
 import type { Queryable } from './queryable.js';
-import type { TableDescription } from './upsert.js';
+import type { TableDescription, UpsertOptions } from './upsert.js';
 import { upsertRows } from './upsert.js';
 import type { KafkaHeader, KafkaRecord, Rejection } from './types.js';
 
@@ -100,8 +100,12 @@ export const deadLetterTable: TableDescription<DeadLetterRow> = {
  * Writes dead letters with one statement, in the caller's transaction. A replayed partition
  * conflicts on the identity and writes nothing new. Returns how many rows were new.
  */
-export async function insertDeadLetters(client: Queryable, letters: readonly DeadLetter[]): Promise<number> {
+export async function insertDeadLetters(
+  client: Queryable,
+  letters: readonly DeadLetter[],
+  options: UpsertOptions = {},
+): Promise<number> {
   if (letters.length === 0) return 0;
-  const outcome = await upsertRows(client, deadLetterTable, letters.map(deadLetterRow));
+  const outcome = await upsertRows(client, deadLetterTable, letters.map(deadLetterRow), options);
   return outcome.inserted;
 }

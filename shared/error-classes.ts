@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { AttemptDeadlineError } from './errors.js';
 
 /**
  * SQLSTATEs that a retry on a fresh connection can cure (SPEC section 4): connection
@@ -31,6 +32,8 @@ const TRANSIENT_DRIVER_MESSAGES = [
   'Client has encountered a connection error and is not queryable',
   'Connection terminated due to connection timeout',
   'Client was closed and is not queryable',
+  // The client-side query timeout: the connection stopped answering (a hung network path).
+  'Query read timeout',
 ];
 
 function codeOf(error: unknown): string | undefined {
@@ -40,6 +43,8 @@ function codeOf(error: unknown): string | undefined {
 
 /** True for an error that a retry on a fresh connection can cure; such errors are never dead-lettered. */
 export function isTransientError(error: unknown): boolean {
+  if (error instanceof AttemptDeadlineError) return true;
+  if (poolerRefusal(error) !== undefined) return false;
   const code = codeOf(error);
   if (error instanceof pg.DatabaseError && code) return code.startsWith('08') || TRANSIENT_SQLSTATES.has(code);
   if (code && TRANSIENT_SYSTEM_CODES.has(code)) return true;
@@ -62,4 +67,29 @@ export function isAuthenticationFailure(error: unknown): boolean {
 export function isRefusedDataError(error: unknown): error is pg.DatabaseError {
   const code = codeOf(error);
   return error instanceof pg.DatabaseError && code !== undefined && (code.startsWith('22') || code.startsWith('23'));
+}
+
+/**
+ * Why a connection pooler refused what this service sent, or `undefined` for any other error.
+ * Such a refusal is a configuration problem no retry cures (SPEC section 10): PgBouncer answers
+ * a startup parameter it does not know with 08P01 "unsupported startup parameter" (its other
+ * 08P01 errors, e.g. "pgbouncer cannot connect to server", are transient); a named prepared
+ * statement that did not survive transaction pooling fails with 26000 (does not exist on the
+ * server connection this transaction got) or 42P05 (already exists on it).
+ */
+export function poolerRefusal(error: unknown): string | undefined {
+  if (!(error instanceof pg.DatabaseError)) return undefined;
+  if (error.code === '08P01' && error.message.includes('unsupported startup parameter')) {
+    return (
+      `the connection pooler refused a startup parameter (${error.message}): the service sends none of its own, ` +
+      'so remove "options" (and any other libpq parameter) from DATABASE_URL / PGOPTIONS'
+    );
+  }
+  if (error.code === '26000' || error.code === '42P05') {
+    return (
+      `named prepared statements do not survive this connection's pooler (${error.message}): ` +
+      'set STORAGE_DB_PREPARED_STATEMENTS=false, or connect without a transaction-pooling pooler'
+    );
+  }
+  return undefined;
 }

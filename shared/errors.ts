@@ -46,3 +46,14 @@ export class RetryBudgetExhaustedError extends StorageConsumerError {
     this.name = 'RetryBudgetExhaustedError';
   }
 }
+
+/**
+ * The invocation's time ran out while a database attempt was still running: the connection
+ * was cut and the batch is handed back. Transient (a redelivery with time to spare cures it).
+ */
+export class AttemptDeadlineError extends StorageConsumerError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'AttemptDeadlineError';
+  }
+}

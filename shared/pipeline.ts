@@ -3,7 +3,8 @@ import type { DecodeResult } from './contracts/types.js';
 import type { DeadLetter } from './dead-letters.js';
 import { insertDeadLetters } from './dead-letters.js';
 import { dedupeByKey } from './dedupe.js';
-import { isRefusedDataError, isTransientError } from './error-classes.js';
+import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withClient } from './connection.js';
+import { isRefusedDataError } from './error-classes.js';
 import { RetryBudgetExhaustedError } from './errors.js';
 import type { CoreLogger } from './db.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';
@@ -90,9 +91,9 @@ interface Written extends WriteOutcome {
 }
 
 /**
- * One transaction attempt on one connection: resolve, bind, dedupe, then dead letters and
- * rows in ONE transaction (an explicit one, or the single upsert statement's own when the
- * batch has nothing else to write). With `isolating`, rows the database refuses are bisected out under
+ * One transaction attempt on one connection: open the batch transaction (its timeouts and
+ * time zone set inside it, so a pooler passes them), resolve, bind, dedupe, then dead letters
+ * and rows, COMMIT. With `isolating`, rows the database refuses are bisected out under
  * savepoints and dead-lettered as `rejected_by_database`.
  */
 async function writeBatch<M extends { readonly package_name: string }>(
@@ -104,51 +105,47 @@ async function writeBatch<M extends { readonly package_name: string }>(
   isolating: boolean,
   beforeCommit: BatchOptions['beforeCommit'],
 ): Promise<Written> {
-  const applications = await runtime.resolver.resolve(
-    client,
-    messages.map((decoded) => decoded.message.package_name),
-  );
-  const letters: DeadLetter[] = [...decodeRejections];
-  const bound: BoundRow<M>[] = [];
-  for (const { record, message } of messages) {
-    const applicationId = applications.get(message.package_name);
-    if (applicationId === undefined) {
-      letters.push({
-        pipeline: definition.name,
-        record,
-        rejection: { reason: 'unknown_application', detail: `package_name ${JSON.stringify(message.package_name)} is not registered` },
-      });
-    } else bound.push({ message, applicationId, record });
-  }
-  const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
-
-  if (!isolating && letters.length === 0 && beforeCommit === undefined) {
-    // The common batch is one statement, which PostgreSQL runs as its own transaction: the same
-    // all-or-nothing commit without the BEGIN and COMMIT round trips.
-    const outcome = await upsertRows(client, definition.table, kept);
-    return { ...outcome, deduplicated: dropped, letters };
-  }
-  await client.query('BEGIN');
+  const database = runtime.settings.database;
+  const sent = { prepared: database.preparedStatements };
+  await beginBatchTransaction(client, database);
   try {
-    await insertDeadLetters(client, letters);
+    const applications = await runtime.resolver.resolve(
+      client,
+      messages.map((decoded) => decoded.message.package_name),
+    );
+    const letters: DeadLetter[] = [...decodeRejections];
+    const bound: BoundRow<M>[] = [];
+    for (const { record, message } of messages) {
+      const applicationId = applications.get(message.package_name);
+      if (applicationId === undefined) {
+        letters.push({
+          pipeline: definition.name,
+          record,
+          rejection: { reason: 'unknown_application', detail: `package_name ${JSON.stringify(message.package_name)} is not registered` },
+        });
+      } else bound.push({ message, applicationId, record });
+    }
+    const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
+    await insertDeadLetters(client, letters, sent);
     let outcome: WriteOutcome;
-    if (!isolating) outcome = await upsertRows(client, definition.table, kept);
+    if (!isolating) outcome = await upsertRows(client, definition.table, kept, sent);
     else {
-      const isolated = await upsertRowsIsolating(client, definition.table, kept);
+      const isolated = await upsertRowsIsolating(client, definition.table, kept, sent);
       outcome = isolated.outcome;
       const refused: DeadLetter[] = isolated.refused.map(({ row, error }) => ({
         pipeline: definition.name,
         record: row.record,
         rejection: { reason: 'rejected_by_database', detail: `SQLSTATE ${error.code ?? '?'}: ${error.message}` },
       }));
-      await insertDeadLetters(client, refused);
+      await insertDeadLetters(client, refused, sent);
       letters.push(...refused);
     }
     await beforeCommit?.(client, letters);
     await client.query('COMMIT');
     return { ...outcome, deduplicated: dropped, letters };
   } catch (error) {
-    // On a dead connection ROLLBACK fails too; the connection is discarded by the caller.
+    // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and
+    // `withClient` destroys the connection anyway.
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
@@ -210,15 +207,8 @@ export async function processBatch(
       async () => {
         attempts += 1;
         // Asked for on every attempt: a credential refresh (28P01) replaces the pool.
-        const client = await (await runtime.pool()).connect();
-        let broken: unknown;
-        // A checked-out client that loses its connection emits 'error'; unhandled, that would
-        // crash the process. The failing query rejects as well, which is what we act on.
-        const onConnectionError = (error: Error) => {
-          broken ??= error;
-        };
-        client.on('error', onConnectionError);
-        try {
+        const pool = await runtime.pool();
+        return withClient(pool, invocation.remainingMs() - HAND_BACK_MARGIN_MS, async (client) => {
           try {
             return await writeBatch(client, runtime, definition, messages, rejections, false, options.beforeCommit);
           } catch (error) {
@@ -231,19 +221,12 @@ export async function processBatch(
             });
             return await writeBatch(client, runtime, definition, messages, rejections, true, options.beforeCommit);
           }
-        } catch (error) {
-          broken = error;
-          throw error;
-        } finally {
-          client.off('error', onConnectionError);
-          // A connection that failed transiently is destroyed, never reused.
-          client.release(broken !== undefined && isTransientError(broken) ? (broken as Error) : undefined);
-        }
+        });
       },
       {
         ...runtime.settings.retry,
         remainingMs: invocation.remainingMs,
-        attemptReserveMs: runtime.settings.database.connectTimeoutMs,
+        attemptReserveMs: attemptTimeNeededMs(runtime.settings.database),
         refreshCredentials: runtime.refreshCredentials,
         onRetry: ({ attempt, delayMs, error }) => {
           runtime.logger.warn('transient database error; retrying the batch on a fresh connection', {
@@ -262,7 +245,7 @@ export async function processBatch(
     runtime.logger.error('batch not stored; handing it back for redelivery', {
       ...batchLogFields(failed),
       failureResponse: runtime.settings.failureResponse,
-      error: String(error.cause),
+      error: error.cause === undefined ? error.message : String(error.cause),
     });
     if (runtime.settings.failureResponse === 'throw') throw error;
     return {

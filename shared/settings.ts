@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { deepFreeze, integerVariable, listVariable, readVariable } from './env.js';
+import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable } from './env.js';
 import type { Environment } from './env.js';
 import { ConfigurationError } from './errors.js';
 import { envSuffix, isPipelineName, PIPELINE_DEFAULTS, PIPELINE_NAMES } from './pipeline-names.js';
@@ -27,6 +27,13 @@ export interface DatabaseSettings {
   readonly poolMax: number;
   /** TLS: `PGSSLMODE` style; `undefined` leaves it to the connection string / PG* variables. */
   readonly ssl: 'disable' | 'require' | 'verify-full' | undefined;
+  /**
+   * Send the upserts as named statements, parsed and planned once per connection
+   * (`STORAGE_DB_PREPARED_STATEMENTS`, default off). Only for a direct connection or a
+   * session-pooling pooler: a transaction-pooling pooler (PgBouncer before 1.21 in transaction
+   * mode) hands the next transaction another server connection, where the name does not exist.
+   */
+  readonly preparedStatements: boolean;
 }
 
 /** Transient-error retry policy (SPEC section 4). */
@@ -99,6 +106,7 @@ export function loadSettings(env: Environment = process.env): Settings {
         z.enum(['disable', 'require', 'verify-full'], { error: 'must be disable, require or verify-full' }),
         undefined as DatabaseSettings['ssl'],
       ),
+      preparedStatements: readVariable(env, 'STORAGE_DB_PREPARED_STATEMENTS', booleanVariable, false),
     },
     retry: {
       retries: readVariable(env, 'STORAGE_DB_RETRY_ATTEMPTS', integerVariable(0, 20), 5),

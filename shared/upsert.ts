@@ -70,12 +70,28 @@ function preparedUpsert<R>(table: TableDescription<R>): { text: string; name: st
   return prepared;
 }
 
+/** How an upsert is sent. */
+export interface UpsertOptions {
+  /**
+   * As a named statement, prepared once per connection (`STORAGE_DB_PREPARED_STATEMENTS`);
+   * otherwise unnamed, parsed with every batch (works through every pooler).
+   */
+  readonly prepared?: boolean;
+}
+
 /** Writes `rows` with ONE statement and reports inserted / updated / skipped. */
-export async function upsertRows<R>(client: Queryable, table: TableDescription<R>, rows: readonly R[]): Promise<WriteOutcome> {
+export async function upsertRows<R>(
+  client: Queryable,
+  table: TableDescription<R>,
+  rows: readonly R[],
+  options: UpsertOptions = {},
+): Promise<WriteOutcome> {
   if (rows.length === 0) return { inserted: 0, updated: 0, skipped: 0 };
   const parameters = table.columns.map((column) => rows.map(column.value));
   const { name, text } = preparedUpsert(table);
-  const result = await client.query<{ inserted: boolean }>({ name, text, values: parameters });
+  const result = options.prepared
+    ? await client.query<{ inserted: boolean }>({ name, text, values: parameters })
+    : await client.query<{ inserted: boolean }>(text, parameters);
   let inserted = 0;
   for (const row of result.rows) if (row.inserted) inserted += 1;
   const updated = result.rows.length - inserted;
@@ -98,6 +114,7 @@ export async function upsertRowsIsolating<R>(
   client: Queryable,
   table: TableDescription<R>,
   rows: readonly R[],
+  options: UpsertOptions = {},
 ): Promise<{ outcome: WriteOutcome; refused: RefusedRow<R>[] }> {
   const outcome = { inserted: 0, updated: 0, skipped: 0 };
   const refused: RefusedRow<R>[] = [];
@@ -105,7 +122,7 @@ export async function upsertRowsIsolating<R>(
     if (part.length === 0) return;
     await client.query('SAVEPOINT isolate_refused_rows');
     try {
-      const written = await upsertRows(client, table, part);
+      const written = await upsertRows(client, table, part, options);
       await client.query('RELEASE SAVEPOINT isolate_refused_rows');
       outcome.inserted += written.inserted;
       outcome.updated += written.updated;

@@ -137,5 +137,17 @@ export function statementOf(query: Pick<RecordedQuery, 'text'>): string {
   const insert = /^INSERT INTO (\S+)/.exec(query.text);
   if (insert) return `INSERT INTO ${insert[1]}`;
   if (query.text.startsWith('SELECT') && query.text.includes('apps_registry_application')) return 'resolve';
+  // The batch transaction opens with its settings in the same round trip.
+  if (query.text.startsWith('BEGIN;')) return 'BEGIN';
   return query.text;
+}
+
+/** What `promise` rejects with; fails the test when it resolves. */
+export async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
 }

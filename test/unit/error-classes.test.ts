@@ -1,7 +1,8 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isAuthenticationFailure, isRefusedDataError, isTransientError } from '../../shared/error-classes.js';
+import { isAuthenticationFailure, isRefusedDataError, isTransientError, poolerRefusal } from '../../shared/error-classes.js';
+import { AttemptDeadlineError } from '../../shared/errors.js';
 
 /** A `pg.DatabaseError` as node-postgres builds it from a server ErrorResponse. */
 function databaseError(code: string, message = `server says ${code}`): pg.DatabaseError {
@@ -136,6 +137,7 @@ describe('isTransientError: network and driver errors', () => {
     'Connection terminated due to connection timeout',
     'Client has encountered a connection error and is not queryable',
     'Client was closed and is not queryable',
+    'Query read timeout',
   ])('node-postgres %j (a plain Error without a code) is transient', (message) => {
     // Act
     const transient = isTransientError(new Error(message));
@@ -270,5 +272,50 @@ describe('isAuthenticationFailure', () => {
 
     // Assess
     expect(verdicts).toEqual([true, false, false, false]);
+  });
+});
+
+describe('poolerRefusal', () => {
+  it.each([
+    ['08P01', 'unsupported startup parameter: statement_timeout', 'remove "options"'],
+    ['08P01', 'unsupported startup parameter: options', 'remove "options"'],
+    ['26000', 'prepared statement "upsert_0a1b" does not exist', 'STORAGE_DB_PREPARED_STATEMENTS=false'],
+    ['42P05', 'prepared statement "upsert_0a1b" already exists', 'STORAGE_DB_PREPARED_STATEMENTS=false'],
+  ])('%s %j is a configuration error, never transient', (code, message, advice) => {
+    // Prepare
+    const error = databaseError(code, message);
+
+    // Act
+    const refusal = poolerRefusal(error);
+
+    // Assess
+    expect(refusal).toContain(advice);
+    expect(refusal).toContain(message);
+    expect(isTransientError(error)).toBe(false);
+  });
+
+  it.each(['pgbouncer cannot connect to server', 'query_wait_timeout', 'server conn crashed?'])(
+    'PgBouncer’s other 08P01 errors (%j) stay transient',
+    (message) => {
+      // Prepare
+      const error = databaseError('08P01', message);
+
+      // Act
+      const refusal = poolerRefusal(error);
+
+      // Assess
+      expect(refusal).toBeUndefined();
+      expect(isTransientError(error)).toBe(true);
+    },
+  );
+});
+
+describe('isTransientError: the invocation deadline', () => {
+  it('an attempt cut at the deadline is transient (the batch is handed back, never dead-lettered)', () => {
+    // Act
+    const transient = isTransientError(new AttemptDeadlineError('the invocation’s time ran out'));
+
+    // Assess
+    expect(transient).toBe(true);
   });
 });

@@ -6,7 +6,7 @@ import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
 import { ApplicationResolver } from '../../shared/resolver.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { RecordedQuery } from '../helpers/fake-db.js';
-import { connectionRefused, databaseError, FakePool, statementOf } from '../helpers/fake-db.js';
+import { connectionRefused, databaseError, FakePool, rejectionOf, statementOf } from '../helpers/fake-db.js';
 import { sampleReview } from '../helpers/messages.js';
 import type { TestRecord } from '../helpers/pipeline.js';
 import { captureLogger, lambdaEvent } from '../helpers/pipeline.js';
@@ -75,15 +75,6 @@ async function runBatch(event: unknown, runtime: PipelineRuntime, transcript: st
   return result;
 }
 
-async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
-}
-
 describe('processBatch: one transaction, then success', () => {
   it('runs BEGIN → dead letters → upsert → COMMIT, and only then reports success', async () => {
     // Prepare
@@ -95,8 +86,8 @@ describe('processBatch: one transaction, then success', () => {
 
     // Assess
     expect(transcript).toEqual([
-      'resolve#1',
       'BEGIN#1',
+      'resolve#1',
       'INSERT INTO dead_letter_events#1',
       'INSERT INTO reviews#1',
       'COMMIT#1',
@@ -158,8 +149,8 @@ describe('processBatch: transient errors', () => {
 
     // Assess
     expect(transcript).toEqual([
-      'resolve#1',
       'BEGIN#1',
+      'resolve#1',
       'INSERT INTO dead_letter_events#1',
       'INSERT INTO reviews#1 failed',
       'ROLLBACK#1 failed',
@@ -293,7 +284,9 @@ describe('processBatch: fatal and refused', () => {
     // Assess
     expect(error).toBe(missing);
     expect(pool.clients).toHaveLength(1);
-    expect(pool.clients[0]?.releasedWith).toBeNull(); // rolled back: the connection is healthy
+    // Rolled back, and still destroyed: a client whose invocation ended in an error never
+    // serves the next batch.
+    expect(pool.clients[0]?.releasedWith).toBe(missing);
     expect(transcript.at(-1)).toBe('ROLLBACK#1');
   });
 
@@ -333,10 +326,12 @@ describe('processBatch: fatal and refused', () => {
     // Assess
     expect(response).toEqual({ batchItemFailures: [] });
     expect(report).toMatchObject({ inserted: 2, deadLettered: 1, attempts: 1 });
-    // The plain batch is one autocommitted statement (refused: nothing written); the isolating
-    // rerun is an explicit transaction with savepoints.
+    // The plain batch is refused and rolled back; the isolating rerun, on the same connection,
+    // is a new transaction with savepoints.
     expect(transcript.filter((statement) => /^(BEGIN|COMMIT|ROLLBACK|INSERT INTO reviews)#/.test(statement))).toEqual([
-      'INSERT INTO reviews#1 failed', // a, b, c as one autocommitted statement
+      'BEGIN#1',
+      'INSERT INTO reviews#1 failed', // a, b, c
+      'ROLLBACK#1',
       'BEGIN#1',
       'INSERT INTO reviews#1 failed', // a, b, c
       'INSERT INTO reviews#1 failed', // a, b

@@ -1,8 +1,9 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { RetryBudgetExhaustedError } from '../../shared/errors.js';
+import { ConfigurationError, RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { RetryOptions } from '../../shared/retry.js';
 import { withTransientRetry } from '../../shared/retry.js';
+import { rejectionOf } from '../helpers/fake-db.js';
 
 function databaseError(code: string): pg.DatabaseError {
   const error = new pg.DatabaseError(`server says ${code}`, 0, 'error');
@@ -49,15 +50,6 @@ function failingWith<T>(errors: unknown[], result: T, events: string[] = []) {
     return result;
   };
   return { operation, attempts };
-}
-
-async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('withTransientRetry', () => {
@@ -292,5 +284,42 @@ describe('withTransientRetry on an authentication failure (28P01)', () => {
     // Assess
     expect(error).toBe(failure);
     expect(attempts).toEqual([1]);
+  });
+
+  it('starts no attempt, not even the first, when the time left cannot cover one', async () => {
+    // Prepare: an attempt may need 6 s (connect and statement timeouts); 5 s are left
+    const invocation = fakeInvocation(5_000);
+    const { operation, attempts } = failingWith([], 'stored');
+
+    // Act
+    const error = await rejectionOf(withTransientRetry(operation, invocation.options({ attemptReserveMs: 6_000 })));
+
+    // Assess
+    expect(error).toBeInstanceOf(RetryBudgetExhaustedError);
+    expect((error as Error).message).toContain('handing the batch back without trying');
+    expect((error as Error).cause).toBeUndefined();
+    expect(attempts).toEqual([]);
+    expect(invocation.sleeps).toEqual([]);
+  });
+
+  it.each([
+    ['08P01 unsupported startup parameter', databaseError('08P01'), 'unsupported startup parameter: statement_timeout', 'DATABASE_URL'],
+    ['26000 (prepared statement missing)', databaseError('26000'), 'prepared statement "upsert_1" does not exist', 'STORAGE_DB_PREPARED_STATEMENTS'],
+    ['42P05 (prepared statement exists)', databaseError('42P05'), 'prepared statement "upsert_1" already exists', 'STORAGE_DB_PREPARED_STATEMENTS'],
+  ])('turns a pooler’s refusal (%s) into a ConfigurationError at once, never a retry', async (_label, failure, message, names) => {
+    // Prepare
+    failure.message = message;
+    const invocation = fakeInvocation();
+    const { operation, attempts } = failingWith([failure], 'never');
+
+    // Act
+    const error = await rejectionOf(withTransientRetry(operation, invocation.options()));
+
+    // Assess
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as Error).message).toContain(names);
+    expect((error as Error).cause).toBe(failure);
+    expect(attempts).toEqual([1]);
+    expect(invocation.sleeps).toEqual([]);
   });
 });

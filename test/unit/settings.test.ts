@@ -42,6 +42,7 @@ describe('loadSettings defaults', () => {
       statementTimeoutMs: 30_000,
       poolMax: 2,
       ssl: undefined,
+      preparedStatements: false,
     });
     expect(settings.retry).toEqual({ retries: 5, baseMs: 1_000 });
     expect(settings.applicationCacheTtlMs).toBe(300_000);
@@ -85,6 +86,7 @@ describe('loadSettings reads every variable', () => {
       STORAGE_DB_STATEMENT_TIMEOUT_MS: '12000',
       STORAGE_DB_POOL_MAX: '4',
       STORAGE_DB_SSL: 'verify-full',
+      STORAGE_DB_PREPARED_STATEMENTS: 'true',
       STORAGE_DB_RETRY_ATTEMPTS: '3',
       STORAGE_DB_RETRY_BASE_MS: '20',
       STORAGE_APP_CACHE_TTL_S: '60',
@@ -102,6 +104,7 @@ describe('loadSettings reads every variable', () => {
       statementTimeoutMs: 12_000,
       poolMax: 4,
       ssl: 'verify-full',
+      preparedStatements: true,
     });
     expect(settings.retry).toEqual({ retries: 3, baseMs: 20 });
     expect(settings.applicationCacheTtlMs).toBe(60_000);
