@@ -1,7 +1,8 @@
 /**
- * Values serverless.yml computes at package time (`${file(./scripts/deploy-variables.js):name}`).
- * Plain JavaScript because osls loads variable files with require(); the TypeScript it needs
- * is loaded through tsx, so the hash is the migration runner's own.
+ * The migrations hash serverless.yml computes at package time
+ * (`${file(./deploy/migrations-hash.js):migrationsHash}`). Plain JavaScript because osls loads
+ * variable files with require(); the TypeScript it needs is loaded through tsx, so the hash is
+ * the migration runner's own.
  */
 import { fileURLToPath } from 'node:url';
 import { tsImport } from 'tsx/esm/api';
