@@ -2,8 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { logLevel } from 'kafkajs';
 import type { LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../shared/db.js';
-import { connectionConfig } from '../shared/db.js';
-import { runMigrations } from '../shared/migrations/run.js';
+import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { createHeartbeat } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
@@ -104,7 +103,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     try {
       if (settings.migrateOnStart) {
         enter('Migrating');
-        const report = await runMigrations({ connection: connectionConfig(settings.storage.database), logger });
+        const report = await runMigrations({ ...migrationConnection(settings.storage.database), logger });
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {

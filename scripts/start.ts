@@ -20,7 +20,7 @@ import { loadHostSettings } from '../host/settings.js';
 import { installProcessGuards } from '../host/process-guards.js';
 import { createHostLogger } from '../host/supervisor.js';
 import { ensureTopics } from '../host/topics.js';
-import { runMigrations } from '../shared/migrations/run.js';
+import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import { PIPELINE_NAMES } from '../shared/pipeline-names.js';
 import { loadSettings } from '../shared/settings.js';
 
@@ -62,7 +62,10 @@ async function main(): Promise<number> {
     }
     say('DEV ONLY: creating the App API stand-in table and example apps');
     await devSql(url);
-    const migrated = await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: (m) => say(m) } });
+    const migrated = await runMigrations({
+      ...migrationConnection(loadSettings({ ...process.env, DATABASE_URL: url }).database),
+      logger: { info: () => undefined, warn: (m) => say(m) },
+    });
     say(`migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already there`);
     const topics = PIPELINE_NAMES.map((name) => ({ topic: storage.pipelines[name].topic, partitions: 3 }));
     await ensureTopics(cluster.brokers, topics);

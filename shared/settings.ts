@@ -34,6 +34,11 @@ export interface DatabaseSettings {
    * mode) hands the next transaction another server connection, where the name does not exist.
    */
   readonly preparedStatements: boolean;
+  /**
+   * How long a migration runner waits for a lock (another runner's advisory lock, or a table
+   * lock its DDL needs) before it gives up. Migrations have no statement timeout of their own.
+   */
+  readonly migrationLockTimeoutMs: number;
 }
 
 /** Transient-error retry policy (SPEC section 4). */
@@ -107,6 +112,7 @@ export function loadSettings(env: Environment = process.env): Settings {
         undefined as DatabaseSettings['ssl'],
       ),
       preparedStatements: readVariable(env, 'STORAGE_DB_PREPARED_STATEMENTS', booleanVariable, false),
+      migrationLockTimeoutMs: readVariable(env, 'STORAGE_MIGRATION_LOCK_TIMEOUT_MS', integerVariable(100, 86_400_000), 600_000),
     },
     retry: {
       retries: readVariable(env, 'STORAGE_DB_RETRY_ATTEMPTS', integerVariable(0, 20), 5),

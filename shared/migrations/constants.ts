@@ -23,7 +23,7 @@ export const DEFAULT_MIGRATIONS_DIRECTORY = fileURLToPath(new URL('../../migrati
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
- * Statement timeout when the caller's connection config sets none. Generous: DDL on a large
- * table, and waiting for the lock while another runner migrates, both count against it.
+ * Lock wait when the caller sets none: how long a runner waits for another runner's advisory
+ * lock (or a table lock its DDL needs) before it gives up (`STORAGE_MIGRATION_LOCK_TIMEOUT_MS`).
  */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 10 * 60_000;
+export const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60_000;

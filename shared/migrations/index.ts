@@ -3,6 +3,8 @@
  * each, recorded with their checksums, serialized by an advisory lock.
  */
 export { runMigrations } from './run.js';
+export { MIGRATION_APPLICATION_NAME, migrationConnection } from './connection.js';
+export type { MigrationConnection } from './connection.js';
 export type { RunMigrationsOptions } from './run.js';
 export { schemaStatus, compareWithApplied } from './status.js';
 export { loadMigrations, migrationsHash, orderMigrationFileNames, parseMigrationFileName } from './files.js';

@@ -86,3 +86,50 @@ export async function createMigratedSchema(
   await runMigrations({ connection: { connectionString: schema.url }, logger: { info: () => undefined, warn: () => undefined } });
   return schema;
 }
+
+/** A throw-away database of its own: advisory locks are per database, so lock tests use one. */
+export interface TestDatabase {
+  readonly name: string;
+  readonly url: string;
+  /** A pool on the database, for the test's own assertions. */
+  readonly pool: pg.Pool;
+  /** A schema in this database, and the URL whose connections live in it. */
+  schema(name: string): Promise<string>;
+  drop(): Promise<void>;
+}
+
+/** Creates a fresh database on the test server (the test role may create databases in CI). */
+export async function createTestDatabase(prefix = 'db'): Promise<TestDatabase> {
+  const name = `sc_${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL, connectionTimeoutMillis: 5000 });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const parsed = new URL(SERVER_URL);
+  parsed.pathname = `/${name}`;
+  const url = parsed.toString();
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', () => undefined);
+  return {
+    name,
+    url,
+    pool,
+    async schema(schema) {
+      await pool.query(`CREATE SCHEMA ${schema}`);
+      return withSearchPath(url, schema);
+    },
+    async drop() {
+      await pool.end();
+      const client = new pg.Client({ connectionString: SERVER_URL });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}

@@ -7,14 +7,17 @@ import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { CustomResourceResponse } from '../../aws/custom-resource.js';
-import { createMigrationHandler } from '../../handlers/migrate.js';
+import { createMigrationHandler } from '../../aws/migration-handler.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, MIGRATION_LOCK_KEY } from '../../shared/migrations/constants.js';
 import type { MigrationReport } from '../../shared/migrations/types.js';
-import { createAppsStandIn, createTestSchema } from '../helpers/database.js';
-import type { TestSchema } from '../helpers/database.js';
+import { createAppsStandIn, createTestDatabase, createTestSchema } from '../helpers/database.js';
+import type { TestDatabase, TestSchema } from '../helpers/database.js';
 import { lambdaContext, testSettings } from '../helpers/pipeline.js';
 
 interface ReceivedResponse {
@@ -186,22 +189,6 @@ describe('the migration custom resource', () => {
     expect(await tables(schema)).toEqual(['apps_registry_application']);
   });
 
-  it('answers FAILED before the function would time out', async () => {
-    const schema = await schemaWithApps(true);
-    const handler = createMigrationHandler({ settings: testSettings(schema.url), logger: silentLogger() });
-    // Another runner holds the migration lock, so this one waits on it.
-    const holder = await schema.pool.connect();
-    try {
-      await holder.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
-      // 15.5 s left: 15 s are kept back for the answer, so the migration gets 0.5 s.
-      await handler(event(responseUrl.url('/slow'), 'Create', { MigrationsHash: hash }), lambdaContext(15_500));
-    } finally {
-      await holder.query('SELECT pg_advisory_unlock_all()');
-      holder.release();
-    }
-    expect(responseUrl.last().body).toMatchObject({ Status: 'FAILED', Reason: expect.stringContaining("function's timeout") });
-  });
-
   it('retries the ResponseURL after a 5xx', async () => {
     const schema = await schemaWithApps(true);
     const handler = createMigrationHandler({ settings: testSettings(schema.url), logger: silentLogger() });
@@ -230,5 +217,153 @@ describe('the migrate function invoked directly', () => {
     const handler = createMigrationHandler({ settings: testSettings(schema.url), logger: silentLogger() });
 
     await expect(handler({}, lambdaContext(600_000))).rejects.toThrow(/run the App API's migrations first/);
+  });
+});
+
+describe('the migration custom resource at its deadline', () => {
+  /**
+   * A database of its own (advisory locks are per database, so no other test file's runner can
+   * hold the lock this test checks), with the App API stand-in, and a migrations directory of
+   * the repository's files plus `extra` as 0005.
+   */
+  async function slowSetup(extra: string) {
+    const database = await createTestDatabase('deadline');
+    cleanups.push(() => database.drop());
+    await createAppsStandIn(database.pool, [{ id: 1, package_name: 'com.example.weather' }]);
+    const directory = await mkdtemp(join(tmpdir(), 'migrations-deadline-'));
+    cleanups.push(() => rm(directory, { recursive: true, force: true }));
+    for (const name of await readdir(DEFAULT_MIGRATIONS_DIRECTORY)) await copyFile(join(DEFAULT_MIGRATIONS_DIRECTORY, name), join(directory, name));
+    await writeFile(join(directory, '0005_slow.sql'), extra);
+    const handler = createMigrationHandler({ settings: testSettings(database.url), logger: silentLogger(), directory });
+    return { database, handler, hash: await migrationsHash(directory) };
+  }
+
+  async function appliedVersions(database: TestDatabase): Promise<number[]> {
+    const { rows } = await database.pool.query<{ version: number }>('SELECT version FROM storage_consumer_migrations ORDER BY version');
+    return rows.map((row) => row.version);
+  }
+
+  async function lockIsFree(database: TestDatabase): Promise<boolean> {
+    const client = await database.pool.connect();
+    try {
+      const { rows } = await client.query<{ free: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS free', [MIGRATION_LOCK_KEY.toString()]);
+      if (rows[0]?.free) await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
+      return rows[0]?.free === true;
+    } finally {
+      client.release();
+    }
+  }
+
+  async function sessionsRunning(database: TestDatabase, marker: string): Promise<number> {
+    const { rows } = await database.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+      [marker],
+    );
+    return rows[0]?.n ?? -1;
+  }
+
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  it('cancels a migration still running at the deadline, then answers FAILED: nothing of it stays, the lock is free, it never commits later', async () => {
+    // Prepare: 0005 creates a table, then sleeps in short statements (each well within the
+    // statement timeout), 20 s in all; the budget is 3 s (18 s left, 15 s kept back)
+    const marker = `slow_${Date.now()}`;
+    const { database, handler, hash: slowHash } = await slowSetup(
+      `CREATE TABLE slow_marker (id integer);\n${Array.from({ length: 50 }, () => `SELECT pg_sleep(0.4) AS ${marker};`).join('\n')}\n`,
+    );
+    const started = Date.now();
+
+    // Act
+    await handler(event(responseUrl.url('/deadline'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+    const answeredAfterMs = Date.now() - started;
+
+    // Assess: FAILED, and by the time it was answered the migration was gone
+    const { body } = responseUrl.last();
+    expect(body.Status).toBe('FAILED');
+    expect(body.Reason).toMatch(/migrations did not finish within 3 s \(the function's timeout\): the running statement was cancelled, its transaction rolled back and the migration lock released/);
+    expect(answeredAfterMs).toBeGreaterThanOrEqual(3_000);
+    expect(answeredAfterMs).toBeLessThan(15_000);
+    expect(await sessionsRunning(database, marker)).toBe(0);
+    expect(await lockIsFree(database)).toBe(true);
+    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+    const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('slow_marker')::text AS table");
+    expect(rows[0]?.table).toBeNull();
+    // ... and it does not commit later
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('keeps the statement timeout below the budget: one long statement is stopped by the server itself, FAILED, nothing stays', async () => {
+    // Prepare: one statement of 60 s; the budget is 3 s, the statement timeout 2 s
+    const { database, handler, hash: slowHash } = await slowSetup('CREATE TABLE slow_marker (id integer);\nSELECT pg_sleep(60);\n');
+
+    // Act
+    await handler(event(responseUrl.url('/statement-timeout'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+
+    // Assess
+    const { body } = responseUrl.last();
+    expect(body.Status).toBe('FAILED');
+    expect(body.Reason).toContain('migration 0005_slow.sql failed: canceling statement due to statement timeout (SQLSTATE 57014');
+    expect(await lockIsFree(database)).toBe(true);
+    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('bounds the wait for another runner\'s lock below the budget, and answers FAILED saying so', async () => {
+    // Prepare: another session holds the migration lock
+    const { database, handler, hash: slowHash } = await slowSetup('SELECT 1;\n');
+    const holder = await database.pool.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
+
+      // Act
+      await handler(event(responseUrl.url('/locked'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+    } finally {
+      await holder.query('SELECT pg_advisory_unlock_all()');
+      holder.release();
+    }
+
+    // Assess
+    const { body } = responseUrl.last();
+    expect(body.Status).toBe('FAILED');
+    expect(body.Reason).toContain('was not free within 2 s: another migration runner holds it');
+    const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('storage_consumer_migrations')::text AS table");
+    expect(rows[0]?.table).toBeNull();
+  });
+
+  it('answers FAILED at once when the function timeout leaves no time to migrate', async () => {
+    const schema = await schemaWithApps(true);
+    const handler = createMigrationHandler({ settings: testSettings(schema.url), logger: silentLogger() });
+
+    await handler(event(responseUrl.url('/short'), 'Create', { MigrationsHash: hash }), lambdaContext(15_500));
+
+    expect(responseUrl.last().body).toMatchObject({ Status: 'FAILED', Reason: expect.stringContaining("the function's timeout leaves 0.5 s to migrate") });
+    expect(await tables(schema)).toEqual(['apps_registry_application']);
+  });
+});
+
+describe('the migrate entry point with a bad setting', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+    vi.resetModules();
+  });
+
+  it('still loads, and answers CloudFormation FAILED naming the variable; a direct invoke fails with it', async () => {
+    // Prepare: the module is loaded with the bad value, as Lambda would load it
+    vi.stubEnv('STORAGE_DB_SSL', 'sometimes');
+    vi.stubEnv('POWERTOOLS_LOG_LEVEL', 'SILENT');
+    vi.resetModules();
+    const { handler } = await import('../../handlers/migrate.js');
+
+    // Act
+    await handler(event(responseUrl.url('/bad-setting'), 'Create', { MigrationsHash: hash }), lambdaContext(600_000));
+
+    // Assess
+    const { body } = responseUrl.last();
+    expect(body.Status).toBe('FAILED');
+    expect(body.Reason).toContain('STORAGE_DB_SSL="sometimes" is invalid: must be disable, require or verify-full');
+    await expect(handler({}, lambdaContext(600_000))).rejects.toThrow(/STORAGE_DB_SSL/);
   });
 });

@@ -1,19 +1,24 @@
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { appendFile, copyFile, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MigrationError } from '../../shared/errors.js';
+import { loadSettings } from '../../shared/settings.js';
 import {
   DEFAULT_MIGRATIONS_DIRECTORY,
   MIGRATION_LOCK_KEY,
+  migrationConnection,
   runMigrations,
   schemaStatus,
 } from '../../shared/migrations/index.js';
 import type { MigrationLogger, MigrationReport } from '../../shared/migrations/index.js';
-import { createAppsStandIn, createTestSchema } from '../helpers/database.js';
-import type { TestSchema } from '../helpers/database.js';
+import { runCli } from '../helpers/cli.js';
+import { createAppsStandIn, createTestDatabase, createTestSchema } from '../helpers/database.js';
+import type { TestDatabase, TestSchema } from '../helpers/database.js';
 
 const DATA_TABLES = ['app_stats', 'dead_letter_events', 'network_metrics', 'reviews'];
 
@@ -336,5 +341,108 @@ describe('schemaStatus', () => {
       [4, 'dead_letter_events'],
     ]);
     expect(status.applied[0]?.appliedAt).toBeInstanceOf(Date);
+  });
+});
+
+describe('one migration connection for every entry point', () => {
+  /** A database of its own (advisory locks are per database) with two schemas, each with the App API stand-in. */
+  async function twoSchemas() {
+    const database = await createTestDatabase('lockwait');
+    cleanups.push(() => database.drop());
+    const urls: string[] = [];
+    for (const name of ['first', 'second']) {
+      const url = await database.schema(name);
+      const pool = new pg.Pool({ connectionString: url, max: 1 });
+      await createAppsStandIn(pool);
+      await pool.end();
+      urls.push(url);
+    }
+    return { database, first: urls[0] as string, second: urls[1] as string };
+  }
+
+  async function lockHeld(database: TestDatabase): Promise<boolean> {
+    const { rows } = await database.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    );
+    return (rows[0]?.n ?? 0) > 0;
+  }
+
+  it('`storage-consumer migrate` waits more than 30 s (the batches\' statement timeout) for a runner holding the lock, and succeeds once it finishes', async () => {
+    // Prepare: the first runner applies a migration that takes 32 s, holding the lock meanwhile
+    const { database, first, second } = await twoSchemas();
+    const directory = await copyOfMigrations();
+    await writeFile(join(directory, '0005_slow.sql'), 'SELECT pg_sleep(32);\n');
+    const firstRun = runMigrations({
+      ...migrationConnection(loadSettings({ DATABASE_URL: first }).database),
+      directory,
+      logger: recordingLogger(),
+    });
+    for (let tries = 0; !(await lockHeld(database)); tries += 1) {
+      if (tries > 100) throw new Error('the first runner never took the lock');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const started = Date.now();
+
+    // Act: the CLI with the default settings (STORAGE_DB_STATEMENT_TIMEOUT_MS 30 s for batches)
+    const waiting = await runCli(['migrate', '--json'], { DATABASE_URL: second });
+    const waitedMs = Date.now() - started;
+
+    // Assess
+    expect(waiting.stderr).toBe('');
+    expect(waiting.code).toBe(0);
+    expect(waitedMs).toBeGreaterThan(30_000);
+    expect((JSON.parse(waiting.stdout) as MigrationReport).applied.map((file) => file.version)).toEqual([1, 2, 3, 4]);
+    expect((await firstRun).applied.map((file) => file.version)).toEqual([1, 2, 3, 4, 5]);
+  }, 120_000);
+
+  it('gives up after STORAGE_MIGRATION_LOCK_TIMEOUT_MS, naming it, and applies nothing', async () => {
+    // Prepare
+    const { database, second } = await twoSchemas();
+    const holder = await database.pool.connect();
+    try {
+      await holder.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
+
+      // Act
+      const run = await runCli(['migrate'], { DATABASE_URL: second, STORAGE_MIGRATION_LOCK_TIMEOUT_MS: '1000' });
+
+      // Assess
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain('was not free within 1 s: another migration runner holds it');
+      expect(run.stderr).toContain('STORAGE_MIGRATION_LOCK_TIMEOUT_MS');
+    } finally {
+      await holder.query('SELECT pg_advisory_unlock_all()');
+      holder.release();
+    }
+    const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('second.storage_consumer_migrations')::text AS table");
+    expect(rows[0]?.table).toBeNull();
+  });
+
+  it('`npm run migrate` is the CLI command: same output, same TLS setting', async () => {
+    // Prepare
+    const schema = await freshSchema();
+    const npm = (env: Record<string, string>) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+        const child = spawn('npm', ['run', '--silent', 'migrate'], {
+          cwd: fileURLToPath(new URL('../../', import.meta.url)),
+          env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+        child.on('error', reject);
+        child.on('exit', (code) => resolve({ code, stdout, stderr }));
+      });
+
+    // Act: TLS required by the setting (the test server has none), then the default
+    const withTls = await npm({ DATABASE_URL: schema.url, STORAGE_DB_SSL: 'require' });
+    const plain = await npm({ DATABASE_URL: schema.url });
+
+    // Assess
+    expect(withTls.code).toBe(1);
+    expect(withTls.stderr).toContain('The server does not support SSL connections');
+    expect(plain.code).toBe(0);
+    expect(plain.stdout).toContain('applied 0004_dead_letter_events\nschema up to date: 4 applied now, 0 already applied\n');
   });
 });
