@@ -25,8 +25,17 @@ export async function runCli(argv: readonly string[], env: Record<string, string
 
 /** Runs `storage-consumer <argv>` through the package's bin, as an operator would, in a child process. */
 export function runBin(argv: readonly string[], env: Record<string, string>): Promise<CliRun> {
+  return runChild(process.execPath, ['bin/storage-consumer.js', ...argv], env);
+}
+
+/** Runs `npm run --silent <script> -- <argv>` in the repository, in a child process. */
+export function runNpm(script: string, argv: readonly string[], env: Record<string, string>): Promise<CliRun> {
+  return runChild('npm', ['run', '--silent', script, ...(argv.length > 0 ? ['--', ...argv] : [])], env);
+}
+
+function runChild(command: string, args: readonly string[], env: Record<string, string>): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/storage-consumer.js', ...argv], {
+    const child = spawn(command, args, {
       cwd: REPO_ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

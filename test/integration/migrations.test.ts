@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { appendFile, copyFile, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MigrationError } from '../../shared/errors.js';
@@ -16,7 +14,7 @@ import {
   schemaStatus,
 } from '../../shared/migrations/index.js';
 import type { MigrationLogger, MigrationReport } from '../../shared/migrations/index.js';
-import { runCli } from '../helpers/cli.js';
+import { runCli, runNpm } from '../helpers/cli.js';
 import { createAppsStandIn, createTestDatabase, createTestSchema } from '../helpers/database.js';
 import type { TestDatabase, TestSchema } from '../helpers/database.js';
 
@@ -420,24 +418,9 @@ describe('one migration connection for every entry point', () => {
   it('`npm run migrate` is the CLI command: same output, same TLS setting', async () => {
     // Prepare
     const schema = await freshSchema();
-    const npm = (env: Record<string, string>) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn('npm', ['run', '--silent', 'migrate'], {
-          cwd: fileURLToPath(new URL('../../', import.meta.url)),
-          env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-        child.on('error', reject);
-        child.on('exit', (code) => resolve({ code, stdout, stderr }));
-      });
-
     // Act: TLS required by the setting (the test server has none), then the default
-    const withTls = await npm({ DATABASE_URL: schema.url, STORAGE_DB_SSL: 'require' });
-    const plain = await npm({ DATABASE_URL: schema.url });
+    const withTls = await runNpm('migrate', [], { DATABASE_URL: schema.url, STORAGE_DB_SSL: 'require' });
+    const plain = await runNpm('migrate', [], { DATABASE_URL: schema.url });
 
     // Assess
     expect(withTls.code).toBe(1);

@@ -43,6 +43,7 @@ describe('loadSettings defaults', () => {
       poolMax: 2,
       ssl: undefined,
       preparedStatements: false,
+      migrationLockTimeoutMs: 600_000,
     });
     expect(settings.retry).toEqual({ retries: 5, baseMs: 1_000 });
     expect(settings.applicationCacheTtlMs).toBe(300_000);
@@ -87,6 +88,7 @@ describe('loadSettings reads every variable', () => {
       STORAGE_DB_POOL_MAX: '4',
       STORAGE_DB_SSL: 'verify-full',
       STORAGE_DB_PREPARED_STATEMENTS: 'true',
+      STORAGE_MIGRATION_LOCK_TIMEOUT_MS: '120000',
       STORAGE_DB_RETRY_ATTEMPTS: '3',
       STORAGE_DB_RETRY_BASE_MS: '20',
       STORAGE_APP_CACHE_TTL_S: '60',
@@ -105,6 +107,7 @@ describe('loadSettings reads every variable', () => {
       poolMax: 4,
       ssl: 'verify-full',
       preparedStatements: true,
+      migrationLockTimeoutMs: 120_000,
     });
     expect(settings.retry).toEqual({ retries: 3, baseMs: 20 });
     expect(settings.applicationCacheTtlMs).toBe(60_000);
