@@ -12,6 +12,7 @@ export const BATCH_METRIC_NAMES = {
   updated: 'Updated',
   skipped: 'Skipped',
   deadLettered: 'DeadLettered',
+  alreadyDeadLettered: 'AlreadyDeadLettered',
   durationMs: 'BatchDurationMs',
   failed: 'BatchFailed',
 } as const;
@@ -37,6 +38,8 @@ export function createPipelineMetrics(
 /**
  * Adds one batch's counters. `BatchFailed` is 0 or 1 on every batch: a failure answered in the
  * `report` form is not a Lambda error, so only this metric (and its alarm) shows it.
+ * `DeadLettered` counts the letters the batch stored; a replayed poison record whose letter
+ * already exists counts as `AlreadyDeadLettered`, so a replay does not fire the dead-letter alarm.
  */
 export function recordBatchMetrics(metrics: Metrics, report: BatchReport): void {
   metrics.addMetric(BATCH_METRIC_NAMES.records, MetricUnit.Count, report.records);
@@ -44,6 +47,7 @@ export function recordBatchMetrics(metrics: Metrics, report: BatchReport): void 
   metrics.addMetric(BATCH_METRIC_NAMES.updated, MetricUnit.Count, report.updated);
   metrics.addMetric(BATCH_METRIC_NAMES.skipped, MetricUnit.Count, report.skipped);
   metrics.addMetric(BATCH_METRIC_NAMES.deadLettered, MetricUnit.Count, report.deadLettered);
+  metrics.addMetric(BATCH_METRIC_NAMES.alreadyDeadLettered, MetricUnit.Count, report.alreadyDeadLettered);
   metrics.addMetric(BATCH_METRIC_NAMES.durationMs, MetricUnit.Milliseconds, report.durationMs);
   metrics.addMetric(BATCH_METRIC_NAMES.failed, MetricUnit.Count, report.failed ? 1 : 0);
 }

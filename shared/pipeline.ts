@@ -27,7 +27,13 @@ export interface BatchReport extends WriteOutcome {
   readonly pipeline: string;
   readonly records: number;
   readonly deduplicated: number;
+  /** Dead letters this batch stored: the `DeadLettered` metric and its alarm count only these. */
   readonly deadLettered: number;
+  /**
+   * Records whose dead letter was already stored (a replay or redelivery of a poison record:
+   * same coordinates, same payload); counted apart so that a replay does not fire the alarm.
+   */
+  readonly alreadyDeadLettered: number;
   readonly durationMs: number;
   readonly attempts: number;
   /** The batch did not commit and was handed back for redelivery. */
@@ -37,7 +43,8 @@ export interface BatchReport extends WriteOutcome {
 
 /**
  * The per-batch log line's fields, named as SPEC section 6 names them (other tooling reads
- * them): records = inserted + updated + skipped + deduplicated + dead_lettered.
+ * them): records = inserted + updated + skipped + deduplicated + dead_lettered +
+ * already_dead_lettered.
  */
 export function batchLogFields(report: BatchReport): Record<string, unknown> {
   return {
@@ -48,6 +55,7 @@ export function batchLogFields(report: BatchReport): Record<string, unknown> {
     skipped: report.skipped,
     deduplicated: report.deduplicated,
     dead_lettered: report.deadLettered,
+    already_dead_lettered: report.alreadyDeadLettered,
     duration_ms: report.durationMs,
     attempts: report.attempts,
     failed: report.failed,
@@ -87,7 +95,10 @@ type Decoded<M> = { readonly record: KafkaRecord; readonly message: M };
 
 interface Written extends WriteOutcome {
   readonly deduplicated: number;
+  /** Every dead letter of the batch, new or already stored. */
   readonly letters: readonly DeadLetter[];
+  /** How many of `letters` this attempt stored (the rest conflicted with a stored one). */
+  readonly newLetters: number;
 }
 
 /**
@@ -126,7 +137,7 @@ async function writeBatch<M extends { readonly package_name: string }>(
       } else bound.push({ message, applicationId, record });
     }
     const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
-    await insertDeadLetters(client, letters, sent);
+    let newLetters = await insertDeadLetters(client, letters, sent);
     let outcome: WriteOutcome;
     if (!isolating) outcome = await upsertRows(client, definition.table, kept, sent);
     else {
@@ -137,12 +148,12 @@ async function writeBatch<M extends { readonly package_name: string }>(
         record: row.record,
         rejection: { reason: 'rejected_by_database', detail: `SQLSTATE ${error.code ?? '?'}: ${error.message}` },
       }));
-      await insertDeadLetters(client, refused, sent);
+      newLetters += await insertDeadLetters(client, refused, sent);
       letters.push(...refused);
     }
     await beforeCommit?.(client, letters);
     await client.query('COMMIT');
-    return { ...outcome, deduplicated: dropped, letters };
+    return { ...outcome, deduplicated: dropped, letters, newLetters };
   } catch (error) {
     // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and
     // `withClient` destroys the connection anyway.
@@ -194,7 +205,8 @@ export async function processBatch(
     updated: written?.updated ?? 0,
     skipped: written?.skipped ?? 0,
     deduplicated: written?.deduplicated ?? 0,
-    deadLettered: written?.letters.length ?? 0,
+    deadLettered: written?.newLetters ?? 0,
+    alreadyDeadLettered: (written?.letters.length ?? 0) - (written?.newLetters ?? 0),
     durationMs: Math.round(performance.now() - started),
     attempts,
     failed: written === undefined,

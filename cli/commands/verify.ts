@@ -6,6 +6,7 @@ import { createPool } from '../../shared/db.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
 import { describeMismatches } from '../../shared/migrations/status.js';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import type { Settings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
@@ -14,15 +15,14 @@ import { cliLogger } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
 import type { GroupPosition } from '../kafka.js';
+import type { LagThresholds, Stage } from '../lag-thresholds.js';
+import { DEFAULT_VERIFY_STAGE, LAG_ALARM_THRESHOLDS, STAGES } from '../lag-thresholds.js';
 import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 
 /** The checks, in the order they run; the first that fails stops the run and is named. */
 export const VERIFY_STEPS = ['schema', 'topics', 'messages', 'dead-letters', 'lag'] as const;
 export type VerifyStep = (typeof VERIFY_STEPS)[number];
-
-/** The default `--max-lag`: above it, a group's total lag fails the check. */
-export const DEFAULT_MAX_LAG = 10_000;
 
 /** What one step found: `data` for --json, `details` (a table) for people. */
 interface StepOutcome {
@@ -49,7 +49,8 @@ interface VerifyContext {
   readonly pool: pg.Pool;
   /** Connected by the first step that needs it, so an unreachable broker fails that step. */
   readonly admin: () => Promise<Admin>;
-  readonly maxLag: bigint;
+  /** Per pipeline: above it, a group's total lag fails the check. */
+  readonly maxLag: LagThresholds;
 }
 
 async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
@@ -137,9 +138,10 @@ async function checkDeadLetters({ pool }: VerifyContext): Promise<StepOutcome> {
 async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): Promise<StepOutcome> {
   const connected = await admin();
   const positions: GroupPosition[] = await Promise.all(pipelines.map((name) => groupPosition(connected, settings.pipelines[name])));
+  const limit = (position: GroupPosition) => BigInt(maxLag[position.pipeline as PipelineName]);
   const problems = positions.flatMap((position) =>
-    position.lag > maxLag
-      ? [`group ${position.group} lags ${position.lag} message(s), more than ${maxLag}`]
+    position.lag > limit(position)
+      ? [`group ${position.group} lags ${position.lag} message(s), more than ${limit(position)}`]
       : position.lag > 0n && position.members.length === 0
         ? [`group ${position.group} has ${position.lag} message(s) of lag and no members: its pipeline is not consuming`]
         : [],
@@ -205,30 +207,50 @@ function renderReport(reports: readonly RenderedStep[]): string {
   return `${[steps, ...details].join('\n')}\n${verdict}\n`;
 }
 
+function formatThresholds(thresholds: LagThresholds): string {
+  return Object.entries(thresholds)
+    .map(([pipeline, limit]) => `${pipeline} ${limit}`)
+    .join(', ');
+}
+
+/** The lag threshold per pipeline: `--max-lag` for every group, else the stage's alarm thresholds. */
+function lagThresholds(stage: string | undefined, maxLag: string | undefined): LagThresholds {
+  if (stage !== undefined && maxLag !== undefined) throw new UsageError('--stage and --max-lag exclude each other');
+  if (maxLag !== undefined) {
+    if (!/^\d+$/.test(maxLag) || !Number.isSafeInteger(Number(maxLag))) throw new UsageError(`--max-lag must be a whole number >= 0, got ${JSON.stringify(maxLag)}`);
+    const limit = Number(maxLag);
+    return Object.fromEntries(PIPELINE_NAMES.map((name) => [name, limit])) as Record<PipelineName, number>;
+  }
+  const chosen = stage ?? DEFAULT_VERIFY_STAGE;
+  if (!(STAGES as readonly string[]).includes(chosen)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(chosen)}`);
+  return LAG_ALARM_THRESHOLDS[chosen as Stage];
+}
+
 /** `verify`: the stack end to end, step by step. */
 export const verify: Command = {
   name: 'verify',
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
-  help: `Usage: storage-consumer verify [--max-lag N] [--json]
+  help: `Usage: storage-consumer verify [--stage S | --max-lag N] [--json]
 
 Checks, in this order, and stops at the first check that fails, naming it:
   schema        every migration applied, checksums match
   topics        each pipeline's topic exists with ${TOPIC_PARTITIONS} partitions
   messages      messages on each topic and rows in each table (reported; an idle topic is fine)
   dead-letters  dead letters per pipeline and reason (reported)
-  lag           each group's lag: fails above --max-lag, or when a group has lag and no members
+  lag           each group's lag: fails above its pipeline's threshold, or when a group has lag
+                and no members
 The pipelines are those of STORAGE_PIPELINES (all three by default). Exit 0 only when every
 check holds, 1 when one failed.
 
-  --max-lag N   highest total lag per group that passes (default ${DEFAULT_MAX_LAG})
+  --stage S     the lag thresholds of the offset-lag alarms of stage S (${STAGES.join(', ')});
+                default ${DEFAULT_VERIFY_STAGE}: ${formatThresholds(LAG_ALARM_THRESHOLDS[DEFAULT_VERIFY_STAGE])}
+  --max-lag N   one threshold for every group instead
   --json        the whole report as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' } });
+    const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' }, stage: { type: 'string' } });
     if (!parsed) return EXIT.ok;
-    const rawMaxLag = parsed.values['max-lag'];
-    if (rawMaxLag !== undefined && !/^\d+$/.test(rawMaxLag)) throw new UsageError(`--max-lag must be a whole number >= 0, got ${JSON.stringify(rawMaxLag)}`);
-    const maxLag = BigInt(rawMaxLag ?? DEFAULT_MAX_LAG);
+    const maxLag = lagThresholds(parsed.values.stage, parsed.values['max-lag']);
     const host = loadHostSettings(io.env);
     const pool = createPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
@@ -245,7 +267,7 @@ check holds, 1 when one failed.
       if (parsed.values.json === true) {
         const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
         const steps: StepReport[] = reports.map(({ details: _details, ...report }) => report);
-        io.stdout(renderJson({ ok, failedStep, maxLag: Number(maxLag), steps }));
+        io.stdout(renderJson({ ok, failedStep, maxLag, steps }));
       } else {
         io.stdout(renderReport(reports));
       }

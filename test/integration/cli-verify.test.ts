@@ -1,5 +1,6 @@
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
@@ -34,6 +35,7 @@ interface StepJson {
 interface VerifyJson {
   ok: boolean;
   failedStep: string | null;
+  maxLag: Record<string, number>;
   steps: StepJson[];
 }
 interface GroupJson {
@@ -94,6 +96,8 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     expect(code).toBe(0);
     expect(report.ok).toBe(true);
     expect(report.failedStep).toBeNull();
+    // The lag thresholds are the prod offset-lag alarms' unless told otherwise.
+    expect(report.maxLag).toEqual(LAG_ALARM_THRESHOLDS.prod);
     expect(report.steps.map((step) => [step.step, step.status])).toEqual([
       ['schema', 'ok'],
       ['topics', 'ok'],
@@ -166,6 +170,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     // Act
     const { code, report } = await verifyJson(env);
     const overThreshold = await verifyJson(env, '--max-lag', '2');
+    const dev = await verifyJson(env, '--stage', 'dev');
     const table = await runCli(['verify'], env);
 
     // Assess
@@ -176,6 +181,9 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
       `group ${names.groups.reviews} has ${behind} message(s) of lag and no members: its pipeline is not consuming`,
     );
     expect(overThreshold.report.steps[4]?.summary).toBe(`group ${names.groups.reviews} lags ${behind} message(s), more than 2`);
+    expect(overThreshold.report.maxLag).toEqual({ 'app-stats': 2, reviews: 2, 'network-metrics': 2 });
+    expect(dev.report.maxLag).toEqual(LAG_ALARM_THRESHOLDS.dev);
+    expect(dev.report.failedStep).toBe('lag');
     expect(table.code).toBe(1);
     expect(table.stdout).toContain(`verify FAILED at step lag: group ${names.groups.reviews} has ${behind} message(s) of lag`);
   });

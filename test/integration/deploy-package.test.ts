@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
 import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
@@ -143,9 +144,9 @@ async function packageStage(stage: Stage, directory: string): Promise<Packaged> 
 // --- the deployment's own vocabulary ----------------------------------------------------------
 
 const CONSUMERS = [
-  { fn: 'AppStats', pipeline: 'app-stats', batchSize: 200, window: 10 },
-  { fn: 'Reviews', pipeline: 'reviews', batchSize: 500, window: 5 },
-  { fn: 'NetworkMetrics', pipeline: 'network-metrics', batchSize: 50, window: 0 },
+  { fn: 'AppStats', pipeline: 'app-stats' as const, batchSize: 200, window: 10 },
+  { fn: 'Reviews', pipeline: 'reviews' as const, batchSize: 500, window: 5 },
+  { fn: 'NetworkMetrics', pipeline: 'network-metrics' as const, batchSize: 50, window: 0 },
 ] as const;
 const EXPECTED_GROUPS: Record<Stage, (pipeline: string) => string> = {
   dev: (pipeline) => `storage-consumer-dev.${pipeline}`,
@@ -305,7 +306,8 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       const timeoutMs = (packaged[stage].resources[`${fn}LambdaFunction`]!.Properties.Timeout as number) * 1000;
       expect(alarm('Duration')).toMatchObject({ MetricName: 'Duration', Statistic: 'Maximum', Dimensions: byFunction, Threshold: 0.8 * timeoutMs });
       expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
-      expect(alarm('OffsetLag').Threshold).toBeGreaterThan(0);
+      // The table `verify` checks lag against (cli/lag-thresholds.ts) is the alarms' own.
+      expect(alarm('OffsetLag').Threshold).toBe(LAG_ALARM_THRESHOLDS[stage][pipeline]);
       for (const kind of ['DeadLettered', 'BatchFailed']) {
         expect(alarm(kind)).toMatchObject({
           Namespace: `StorageConsumer/${stage}`,

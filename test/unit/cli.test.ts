@@ -103,6 +103,8 @@ describe('the command line', () => {
   it('turns a wrong command line into exit 2 naming the (sub)command, before any service is contacted', async () => {
     const cases: string[][] = [
       ['verify', '--max-lag', 'lots'],
+      ['verify', '--stage', 'moon'],
+      ['verify', '--stage', 'dev', '--max-lag', '3'],
       ['verify', 'extra'],
       ['lag', '--pipeline', 'comments'],
       ['replay'],
