@@ -8,8 +8,8 @@ export type Stage = (typeof STAGES)[number];
 export type LagThresholds = Readonly<Record<PipelineName, number>>;
 
 /**
- * The thresholds of the `<pipeline>-offset-lag` alarms, per stage, as `serverless.yml` deploys
- * them (parameters `offsetLagThreshold<Pipeline>`); `test/integration/deploy-package.test.ts`
+ * The thresholds of the `<pipeline>-offset-lag` alarms, per stage, as the deployment sets them
+ * (`offsetLagThreshold<Pipeline>` in deploy/params.yml); `test/integration/deploy-package.test.ts`
  * fails when the packaged alarms and this table disagree. `verify` checks lag against the same
  * numbers, so a reviews flood the alarm accepts (200,000 reviews in 5-15 minutes) is not a
  * failed verify either.
