@@ -2,7 +2,7 @@
  * The host processes of a chaos run, each `node --import tsx host/main.ts` spawned directly, so
  * that the pid the harness holds (and SIGKILLs) is the host's own Node process, not a wrapper.
  * The fleet acts as a supervisor with `restart: always`: a host that exits without being asked
- * to (e.g. a pipeline failed and the process stopped itself, as SPEC section 9 requires) is
+ * to (e.g. a pipeline failed and the process stopped itself, as docs/design.md section 9 requires) is
  * started again.
  */
 import { spawn } from 'node:child_process';

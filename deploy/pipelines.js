@@ -4,7 +4,7 @@
  * function, its Kafka event source mapping, its seven alarms and the ARNs its role needs.
  * serverless.yml loads each export with `${file(./deploy/pipelines.js):<name>}`; osls calls an
  * exported function and resolves the `${...}` variables in what it returns, so stage values stay
- * in deploy/params.yml. The pipelines themselves (names, topics, SPEC section 1's groups and
+ * in deploy/params.yml. The pipelines themselves (names, topics, docs/design.md section 1's groups and
  * batch sizes) are shared/pipeline-names.ts's, loaded through tsx: a pipeline the code knows but
  * this list does not (or the reverse) fails the packaging.
  */
@@ -32,7 +32,7 @@ const DEPLOYMENT = {
   'network-metrics': {
     // A user is waiting: enough CPU for a quick cold start and a small batch.
     memorySize: 512,
-    // A user is waiting (SPEC: under 1 s): no batching window. Kafka's default is 500 ms.
+    // A user is waiting (docs/design.md section 1: under 1 s): no batching window. Kafka's default is 500 ms.
     batchingWindowSeconds: 0,
   },
 };
@@ -43,8 +43,8 @@ const DEPLOYMENT = {
  * @property {string} topic Its Kafka topic.
  * @property {string} id Its name in logical ids and parameter names (`NetworkMetrics`).
  * @property {string} functionKey Its function's key in `functions` (`networkMetrics`).
- * @property {string} group Its consumer group id: the stage's `group<Id>` parameter, else SPEC's.
- * @property {string} batchSize The stage's `batchSize<Id>` parameter, else SPEC's batch size.
+ * @property {string} group Its consumer group id: the stage's `group<Id>` parameter, else design section 1's.
+ * @property {string} batchSize The stage's `batchSize<Id>` parameter, else design section 1's batch size.
  * @property {number} memorySize See PipelineDeployment.
  * @property {number} batchingWindowSeconds See PipelineDeployment.
  */
@@ -120,7 +120,7 @@ const MAPPING = {
   StartingPosition: 'TRIM_HORIZON',
   ProvisionedPollerConfig: { MinimumPollers: '${param:minimumPollers}', MaximumPollers: '${param:maximumPollers}' },
   // The functions run with STORAGE_FAILURE_RESPONSE=report: without this response type a
-  // reported failure would count as success and the batch would be lost (SPEC section 3).
+  // reported failure would count as success and the batch would be lost (docs/design.md section 3).
   FunctionResponseTypes: ['ReportBatchItemFailures'],
   // Infinite (the default, stated): capped retries or a maximum age would skip records that
   // were never stored. No DestinationConfig for the same reason (with one, Lambda also caps
@@ -161,7 +161,7 @@ export async function eventSourceMappings() {
   };
 }
 
-/** No consumer function is created or updated before the schema it needs (SPEC section 2). */
+/** No consumer function is created or updated before the schema it needs (docs/design.md section 2). */
 export async function functionsAfterMigration() {
   return {
     extensions: Object.fromEntries(

@@ -1,9 +1,9 @@
 /**
- * The SPEC appendix messages, one per topic, as fresh plain objects (mutate freely). One source
+ * The docs/design.md appendix messages, one per topic, as fresh plain objects (mutate freely). One source
  * for the sample events (`scripts/generate-events.ts`), `npm run produce:sample` and the tests.
  */
 
-/** The `app-stats` message of the SPEC appendix. */
+/** The `app-stats` message of the docs/design.md appendix. */
 export function sampleAppStats(): Record<string, unknown> {
   return {
     package_name: 'com.example.weather',
@@ -21,7 +21,7 @@ export function sampleAppStats(): Record<string, unknown> {
   };
 }
 
-/** The `reviews` message of the SPEC appendix. */
+/** The `reviews` message of the docs/design.md appendix. */
 export function sampleReview(): Record<string, unknown> {
   return {
     review_id: 'gp:AOqpTOEx3k1s9QeV',
@@ -39,7 +39,7 @@ export function sampleReview(): Record<string, unknown> {
   };
 }
 
-/** The `network-metrics` message of the SPEC appendix. */
+/** The `network-metrics` message of the docs/design.md appendix. */
 export function sampleNetworkMetrics(): Record<string, unknown> {
   return {
     analysis_id: '9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b',

@@ -27,7 +27,7 @@ export interface Invoker {
 /**
  * Handler errors the host redelivers instead of stopping: the transient retry budget ran out
  * (the database is down or overloaded; Lambda would retry forever too). Everything else a
- * handler throws in-process is fatal (SPEC section 4): a ConfigurationError, an
+ * handler throws in-process is fatal (docs/design.md section 4): a ConfigurationError, an
  * InvalidEventError (the host built a bad event), a MigrationError, a non-transient database
  * error such as a missing table (42P01), or any unexpected bug.
  */

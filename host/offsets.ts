@@ -63,7 +63,7 @@ function nothing(partitions: readonly EventPartition[], reason: string): OffsetD
 }
 
 /**
- * Turns one invocation's outcome into offsets, as an event source mapping would (SPEC section 3,
+ * Turns one invocation's outcome into offsets, as an event source mapping would (docs/design.md section 3,
  * "Offset semantics"), except where AWS would lose data:
  *
  * - a thrown or function error, or (with the switch on) a response that is not a valid

@@ -54,7 +54,7 @@ export interface PipelineConsumerOptions {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * The host's event source mapping for one pipeline (SPEC section 3, "The host on kafkajs"):
+ * The host's event source mapping for one pipeline (docs/design.md section 3, "The host on kafkajs"):
  * one consumer in the pipeline's group, auto-commit and auto-resolve off; each polled batch is
  * cut into events, each event invoked, and its offsets resolved and committed only as
  * `decideOffsets` says. Handler errors never escape `eachBatch`: redelivery is the host's own

@@ -61,7 +61,7 @@ export interface InvokeSettings {
     | undefined;
 }
 
-/** The per-pipeline liveness files (SPEC section 9). */
+/** The per-pipeline liveness files (docs/design.md section 9). */
 export interface HeartbeatSettings {
   readonly dir: string;
   readonly intervalMs: number;
@@ -223,7 +223,7 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
   const sessionTimeoutMs = readVariable(env, 'STORAGE_SESSION_TIMEOUT_MS', positiveMs(6_000, 1_800_000), 45_000);
   const maxPollIntervalMs = readVariable(env, 'STORAGE_MAX_POLL_INTERVAL_MS', positiveMs(1_000, 3_600_000), 300_000);
   const reportBatchItemFailures = readVariable(env, 'STORAGE_REPORT_BATCH_ITEM_FAILURES', booleanVariable, true);
-  // Without the switch a reported failure counts as success: the batch would be lost (SPEC section 3).
+  // Without the switch a reported failure counts as success: the batch would be lost (docs/design.md section 3).
   if (storage.failureResponse === 'report' && !reportBatchItemFailures) {
     throw new ConfigurationError(
       'STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true: otherwise a reported failure counts as success and the batch is lost',

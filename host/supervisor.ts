@@ -13,7 +13,7 @@ import type { PipelineConsumer } from './pipeline-consumer.js';
 import { createPipelineConsumer } from './pipeline-consumer.js';
 import type { HostSettings } from './settings.js';
 
-/** The host's life cycle (SPEC section 9). */
+/** The host's life cycle (docs/design.md section 9). */
 export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
 export type HostState = (typeof HOST_STATES)[number];
 

@@ -12,7 +12,7 @@ import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
 import { createKafka, plaintextKafka } from './kafka-connection.js';
 import type { KafkaSettings } from './settings.js';
 
-/** Partitions per topic (SPEC section 1): up to 3 active consumers per group. */
+/** Partitions per topic (docs/design.md section 1): up to 3 active consumers per group. */
 export const TOPIC_PARTITIONS = 3;
 
 /** One topic and the partition count it needs. */

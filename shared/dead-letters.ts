@@ -5,7 +5,7 @@ import type { TableDescription, UpsertOptions } from './upsert.js';
 import { upsertRows } from './upsert.js';
 import type { KafkaHeader, KafkaRecord, Rejection } from './types.js';
 
-/** Payloads of rejected messages are cut to this many bytes (SPEC section 6). */
+/** Payloads of rejected messages are cut to this many bytes (docs/design.md section 6). */
 export const DEAD_LETTER_PAYLOAD_LIMIT = 64 * 1024;
 
 /** One message that can never be stored, ready for `dead_letter_events`. */

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { AttemptDeadlineError } from './errors.js';
 
 /**
- * SQLSTATEs that a retry on a fresh connection can cure (SPEC section 4): connection
+ * SQLSTATEs that a retry on a fresh connection can cure (docs/design.md section 4): connection
  * exceptions (class 08), serialization failure, deadlock, too many connections, statement
  * timeout, admin/crash shutdown and cannot-connect-now, read-only after a failover.
  */
@@ -71,7 +71,7 @@ export function isRefusedDataError(error: unknown): error is pg.DatabaseError {
 
 /**
  * Why a connection pooler refused what this service sent, or `undefined` for any other error.
- * Such a refusal is a configuration problem no retry cures (SPEC section 10): PgBouncer answers
+ * Such a refusal is a configuration problem no retry cures (docs/design.md section 10): PgBouncer answers
  * a startup parameter it does not know with 08P01 "unsupported startup parameter" (its other
  * 08P01 errors, e.g. "pgbouncer cannot connect to server", are transient); a named prepared
  * statement that did not survive transaction pooling fails with 26000 (does not exist on the

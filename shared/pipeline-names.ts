@@ -1,10 +1,10 @@
-/** The three pipelines, one per topic (SPEC section 1). */
+/** The three pipelines, one per topic (docs/design.md section 1). */
 export const PIPELINE_NAMES = ['app-stats', 'reviews', 'network-metrics'] as const;
 
 /** A pipeline's name: also its default topic. */
 export type PipelineName = (typeof PIPELINE_NAMES)[number];
 
-/** Per-pipeline defaults from SPEC section 1. */
+/** Per-pipeline defaults from docs/design.md section 1. */
 export const PIPELINE_DEFAULTS = {
   'app-stats': { topic: 'app-stats', group: 'storage-consumer.app-stats', batchSize: 200 },
   reviews: { topic: 'reviews', group: 'storage-consumer.reviews', batchSize: 500 },

@@ -42,7 +42,7 @@ export interface BatchReport extends WriteOutcome {
 }
 
 /**
- * The per-batch log line's fields, named as SPEC section 6 names them (other tooling reads
+ * The per-batch log line's fields, named as docs/design.md section 6 names them (other tooling reads
  * them): records = inserted + updated + skipped + deduplicated + dead_lettered +
  * already_dead_lettered.
  */
@@ -177,7 +177,7 @@ function decodeAll<M extends { readonly package_name: string }>(
 }
 
 /**
- * The batch, step by step (SPEC section 3): parse the event, decode every record, then, in ONE
+ * The batch, step by step (docs/design.md section 3): parse the event, decode every record, then, in ONE
  * transaction retried on transient errors, resolve the apps, dedupe, write dead letters and
  * upsert the rows (plus `options.beforeCommit`, if given); only after COMMIT report success.
  * Returns the handler's response and the batch report. Throws on fatal errors, and on an

@@ -2,7 +2,7 @@ import type { CoreLogger } from './db.js';
 import type { DeadLetter } from './dead-letters.js';
 
 /**
- * Log volume control (SPEC section 6): the first `limit` rejections of a batch are logged one
+ * Log volume control (docs/design.md section 6): the first `limit` rejections of a batch are logged one
  * by one (coordinates, reason, detail; never the payload, so no review text reaches the logs),
  * the rest in one line grouped by reason. The table holds everything.
  */

@@ -5,7 +5,7 @@ import { ConfigurationError } from './errors.js';
 import { envSuffix, isPipelineName, PIPELINE_DEFAULTS, PIPELINE_NAMES } from './pipeline-names.js';
 import type { PipelineName } from './pipeline-names.js';
 
-/** How a batch that could not be stored is handed back for redelivery (SPEC section 3). */
+/** How a batch that could not be stored is handed back for redelivery (docs/design.md section 3). */
 export const FAILURE_RESPONSES = ['throw', 'report'] as const;
 export type FailureResponse = (typeof FAILURE_RESPONSES)[number];
 
@@ -41,7 +41,7 @@ export interface DatabaseSettings {
   readonly migrationLockTimeoutMs: number;
 }
 
-/** Transient-error retry policy (SPEC section 4). */
+/** Transient-error retry policy (docs/design.md section 4). */
 export interface RetrySettings {
   /** Retries after the first attempt. */
   readonly retries: number;

@@ -19,7 +19,7 @@ export interface KafkaHeader {
   readonly value: Buffer;
 }
 
-/** Reasons a message can be dead-lettered (SPEC section 6); stored in `dead_letter_events.reason`. */
+/** Reasons a message can be dead-lettered (docs/design.md section 6); stored in `dead_letter_events.reason`. */
 export const REJECTION_REASONS = [
   'invalid_encoding',
   'invalid_json',

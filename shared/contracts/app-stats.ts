@@ -15,7 +15,7 @@ import type { AppStatsMessage, Decoder } from './types.js';
 
 const count = optional(integer('bigint', { min: 0 }));
 
-/** Contract v1 of the `app-stats` topic (SPEC section 5); `version` is stored as `app_version`. */
+/** Contract v1 of the `app-stats` topic (docs/design.md section 5); `version` is stored as `app_version`. */
 export const appStatsSchema = z.object({
   package_name: packageName,
   crawled_at: timestamp,

@@ -4,7 +4,7 @@ import { InexactNumber, unstorableTextProblem } from './primitives.js';
 import type { DecodeResult, Decoder } from './types.js';
 
 /**
- * The generic path of one record value to a message (SPEC section 3 step 2):
+ * The generic path of one record value to a message (docs/design.md section 3 step 2):
  * bytes -> strict UTF-8 -> JSON -> JSON object -> storable text everywhere -> contract.
  * Each step has its own rejection reason; nothing in here throws for any input.
  */

@@ -6,7 +6,7 @@ import type { Decoder, NetworkMetricsMessage } from './types.js';
 const bigCount = integer('bigint', { min: 0 });
 const count = optional(integer('integer', { min: 0 }));
 
-/** Contract v1 of the `network-metrics` topic (SPEC section 5). */
+/** Contract v1 of the `network-metrics` topic (docs/design.md section 5). */
 export const networkMetricsSchema = z.object({
   analysis_id: uuid,
   package_name: packageName,

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { UtcTimestamp } from './types.js';
 
 /**
- * Building blocks of the message contracts (SPEC section 5). Every block reports ONE rule, phrased
+ * Building blocks of the message contracts (docs/design.md section 5). Every block reports ONE rule, phrased
  * so that `<field>: <rule>` is a complete dead-letter detail; a missing or `null` required field
  * reports `required`. Blocks are built once, at module load.
  */

@@ -5,7 +5,7 @@ import type { Decoder, ReviewMessage } from './types.js';
 
 const version = optional(text({ max: 64 }));
 
-/** Contract v1 of the `reviews` topic (SPEC section 5). */
+/** Contract v1 of the `reviews` topic (docs/design.md section 5). */
 export const reviewSchema = z.object({
   review_id: text({ min: 1, max: 255 }),
   package_name: packageName,

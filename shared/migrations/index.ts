@@ -1,5 +1,5 @@
 /**
- * The migration runner (SPEC section 7): numbered SQL files applied in order, one transaction
+ * The migration runner (docs/design.md section 7): numbered SQL files applied in order, one transaction
  * each, recorded with their checksums, serialized by an advisory lock.
  */
 export { runMigrations } from './run.js';

@@ -33,7 +33,7 @@ export interface RunMigrationsOptions {
 }
 
 /**
- * Brings the schema up to date (SPEC section 7) on one dedicated connection: checks that the
+ * Brings the schema up to date (docs/design.md section 7) on one dedicated connection: checks that the
  * App API's table exists, takes the migration lock, then applies each pending file in its own
  * transaction together with its tracking row. The lock is released and the connection ended
  * in any case.

@@ -4,7 +4,7 @@
  * through the handler in batches mixed with good messages and checks every outcome.
  *
  * Expected rows are written as the exact text `chaos/stored-rows.ts` reads back, derived by hand
- * from the SPEC, never by running the decoder.
+ * from docs/design.md, never by running the decoder.
  */
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import type { RejectionReason } from '../../shared/types.js';
@@ -100,7 +100,7 @@ interface CaseOptions {
   readonly later?: boolean;
 }
 
-// Rows of the SPEC appendix messages as they must read back (hand-derived).
+// Rows of the docs/design.md appendix messages as they must read back (hand-derived).
 const REVIEW_ROW: RowText = {
   application_id: '101',
   user_name: 'Sara K.',

@@ -1,5 +1,5 @@
 /**
- * The SPEC appendix messages (from `dev/sample-messages.ts`), and a way to turn any value into
+ * The docs/design.md appendix messages (from `dev/sample-messages.ts`), and a way to turn any value into
  * the bytes a Kafka record would carry.
  */
 export { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../../dev/sample-messages.js';

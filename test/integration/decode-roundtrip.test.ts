@@ -39,7 +39,7 @@ interface Topic {
   readonly decode: (value: Buffer | null) => DecodeResult<AnyMessage>;
   readonly text: (message: AnyMessage, applicationId: string) => RowText;
   readonly key: (message: AnyMessage) => string;
-  /** Whether `candidate` replaces `kept` as the version of their key (SPEC section 3 step 4). */
+  /** Whether `candidate` replaces `kept` as the version of their key (docs/design.md section 3 step 4). */
   readonly replaces: (candidate: AnyMessage, kept: AnyMessage) => boolean;
   readonly valid: fc.Arbitrary<Record<string, unknown>>;
   readonly sample: () => Record<string, unknown>;

@@ -160,7 +160,7 @@ const ALARM_TOPICS: Record<Stage, string> = {
   prod: 'arn:aws:sns:eu-west-1:123456789012:storage-consumer-prod-alarms',
   local: 'arn:aws:sns:us-east-1:000000000000:storage-consumer-local-alarms',
 };
-/** The database retry budget of one batch at the default settings (SPEC section 4). */
+/** The database retry budget of one batch at the default settings (docs/design.md section 4). */
 const RETRY_BACKOFF_S = 1 + 2 + 4 + 8 + 16;
 const CONNECT_TIMEOUT_S = 5;
 const ATTEMPTS = 6;

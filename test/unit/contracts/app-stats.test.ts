@@ -16,7 +16,7 @@ const COUNTS = ['ratings_count', 'reviews_count', 'min_installs', 'real_installs
 const OPTIONAL = [...COUNTS, 'score', 'histogram', 'price', 'currency', 'version', 'app_updated_at'];
 
 describe('app-stats contract', () => {
-  it('decodes the SPEC appendix message', () => {
+  it('decodes the docs/design.md appendix message', () => {
     expect(decodeAppStats(recordValue(sampleAppStats()))).toEqual({
       ok: true,
       message: {

@@ -32,7 +32,7 @@ const OPTIONAL = [
 ];
 
 describe('network-metrics contract', () => {
-  it('decodes the SPEC appendix message', () => {
+  it('decodes the docs/design.md appendix message', () => {
     expect(decodeNetworkMetrics(recordValue(sampleNetworkMetrics()))).toEqual({
       ok: true,
       message: { ...sampleNetworkMetrics(), captured_at: '2026-11-30T09:15:00.000000+00:00' },

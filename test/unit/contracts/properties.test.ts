@@ -8,7 +8,7 @@ import type { DecodeResult } from '../../../shared/contracts/types.js';
 import { REJECTION_REASONS } from '../../../shared/types.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../../helpers/messages.js';
 
-// An independent statement of the contracts (SPEC section 5), to check every accepted message by.
+// An independent statement of the contracts (docs/design.md section 5), to check every accepted message by.
 type Rule =
   | { readonly kind: 'integer'; readonly min: number; readonly max: number; readonly required: boolean }
   | { readonly kind: 'number'; readonly min: number; readonly max: number }

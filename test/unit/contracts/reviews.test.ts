@@ -16,7 +16,7 @@ const REQUIRED = ['review_id', 'package_name', 'score', 'thumbs_up_count', 'revi
 const OPTIONAL = ['user_name', 'content', 'review_created_version', 'app_version', 'reply_content', 'replied_at'];
 
 describe('reviews contract', () => {
-  it('decodes the SPEC appendix message, timestamps normalised to UTC with microseconds', () => {
+  it('decodes the docs/design.md appendix message, timestamps normalised to UTC with microseconds', () => {
     expect(decodeReview(recordValue(sampleReview()))).toEqual({
       ok: true,
       message: {
