@@ -12,6 +12,8 @@ export interface CliIo {
   readonly stdout: (text: string) => void;
   readonly stderr: (text: string) => void;
   readonly env: Environment;
+  /** stderr is a terminal: long commands show their progress there. */
+  readonly interactive?: boolean;
 }
 
 /** One `storage-consumer <command>`. */

@@ -192,21 +192,75 @@ export async function countDeadLetters(db: Queryable): Promise<DeadLetterCount[]
   }));
 }
 
-function olderThan(olderThanMs: number, filter: DeadLetterFilter): { condition: string; params: unknown[] } {
-  const params: unknown[] = [olderThanMs];
-  return { condition: `created_at < now() - $1::bigint * interval '1 millisecond' AND ${where(filter, params)}`, params };
+/** Which dead letters a purge takes: the filter's, stored before `before`, re-driven unless told otherwise. */
+export interface PurgeSelection extends DeadLetterFilter {
+  /** Only letters stored before this instant. */
+  readonly before: Date;
+  /** Also letters never re-driven: a pending `unknown_application` letter is the only copy of a valid message. */
+  readonly includePending: boolean;
 }
 
-/** How many matching dead letters were stored more than `olderThanMs` ago (`purge --dry-run`). */
-export async function countPurgeable(db: Queryable, olderThanMs: number, filter: DeadLetterFilter): Promise<number> {
-  const { condition, params } = olderThan(olderThanMs, filter);
-  const result = await db.query<{ total: string }>(`SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition}`, params);
+/** What a purge takes (or took) of one pipeline and reason. */
+export interface PurgeGroup {
+  readonly pipeline: string;
+  readonly reason: string;
+  readonly count: number;
+  /** `created_at` of the oldest and the newest letter of the group. */
+  readonly oldest: Date;
+  readonly newest: Date;
+}
+
+interface PurgeGroupRow {
+  pipeline: string;
+  reason: string;
+  count: string;
+  oldest: Date;
+  newest: Date;
+}
+
+function purgeCondition(selection: PurgeSelection, params: unknown[]): string {
+  const conditions = [where({ ...selection, pendingOnly: undefined }, params)];
+  params.push(selection.before);
+  conditions.push(`created_at < $${params.length}`);
+  if (!selection.includePending) conditions.push('redriven_at IS NOT NULL');
+  return conditions.join(' AND ');
+}
+
+const GROUPED = `SELECT pipeline, reason, count(*)::text AS count, min(created_at) AS oldest, max(created_at) AS newest`;
+
+function toGroups(rows: readonly PurgeGroupRow[]): PurgeGroup[] {
+  return rows.map((row) => ({ pipeline: row.pipeline, reason: row.reason, count: Number(row.count), oldest: row.oldest, newest: row.newest }));
+}
+
+/** What `purgeDeadLetters` would delete, per pipeline and reason; deletes nothing. */
+export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeGroup[]> {
+  const params: unknown[] = [];
+  const result = await db.query<PurgeGroupRow>(
+    `${GROUPED} FROM dead_letter_events WHERE ${purgeCondition(selection, params)} GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+    params,
+  );
+  return toGroups(result.rows);
+}
+
+/** Deletes the selected dead letters in one statement; returns what it deleted, per pipeline and reason. */
+export async function purgeDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeGroup[]> {
+  const params: unknown[] = [];
+  const result = await db.query<PurgeGroupRow>(
+    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)} RETURNING pipeline, reason, created_at)
+     ${GROUPED} FROM deleted GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+    params,
+  );
+  return toGroups(result.rows);
+}
+
+/** How many pending letters a purge without `includePending` leaves alone that it would otherwise take. */
+export async function pendingKeptByPurge(db: Queryable, selection: PurgeSelection): Promise<number> {
+  if (selection.includePending) return 0;
+  const params: unknown[] = [];
+  const condition = purgeCondition({ ...selection, includePending: true }, params);
+  const result = await db.query<{ total: string }>(
+    `SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition} AND redriven_at IS NULL`,
+    params,
+  );
   return Number(result.rows[0]?.total ?? 0);
-}
-
-/** Deletes the matching dead letters stored more than `olderThanMs` ago; returns how many. */
-export async function purgeDeadLetters(db: Queryable, olderThanMs: number, filter: DeadLetterFilter): Promise<number> {
-  const { condition, params } = olderThan(olderThanMs, filter);
-  const result = await db.query(`DELETE FROM dead_letter_events WHERE ${condition}`, params);
-  return result.rowCount ?? 0;
 }

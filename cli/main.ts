@@ -30,6 +30,7 @@ export const processIo: CliIo = {
   stdout: (text) => void process.stdout.write(text),
   stderr: (text) => void process.stderr.write(text),
   env: process.env,
+  interactive: process.stderr.isTTY === true,
 };
 
 /**

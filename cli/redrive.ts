@@ -37,6 +37,20 @@ export interface PipelineRedrive {
   readonly skipped: number;
 }
 
+/** How far the re-drive of one pipeline is, after each batch. */
+export interface RedriveProgress {
+  readonly pipeline: string;
+  /** Pending letters selected when the pipeline started. */
+  readonly total: number;
+  /** Letters handled so far (stored, failed again or left alone). */
+  readonly done: number;
+  readonly redriven: number;
+  readonly stillFailing: number;
+}
+
+/** Called after each batch; a terminal shows it. */
+export type RedriveProgressListener = (progress: RedriveProgress) => void;
+
 /** The identity `dead_letter_events` enforces: coordinates plus the hash of the full value. */
 function identity(topic: string, partition: number, offset: string | number, sha256: Buffer): string {
   return `${topic}\u0000${partition}\u0000${offset}\u0000${sha256.toString('hex')}`;
@@ -96,10 +110,14 @@ async function redrivePipeline(
   settings: Settings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
+  onProgress: RedriveProgressListener | undefined,
 ): Promise<PipelineRedrive> {
   const runtime = createPipelineRuntime(name, settings, logger);
   const totals = { selected: 0, redriven: 0, stillFailing: 0, inserted: 0, updated: 0, skipped: 0 };
   const notRedrivable: NotRedrivable[] = [];
+  const total = onProgress ? (await listDeadLetters(db, { ...filter, pipeline: name, pendingOnly: true }, 0)).total : 0;
+  const reportProgress = () =>
+    onProgress?.({ pipeline: name, total, done: totals.selected, redriven: totals.redriven, stillFailing: totals.stillFailing });
   try {
     let afterId = '0';
     for (;;) {
@@ -111,7 +129,10 @@ async function redrivePipeline(
       for (const letter of page.filter((candidate) => isTruncated(candidate))) {
         notRedrivable.push({ id: letter.id, why: `payload truncated to ${letter.storedSize} of ${letter.payloadSize} bytes` });
       }
-      if (batch.length === 0) continue;
+      if (batch.length === 0) {
+        reportProgress();
+        continue;
+      }
       let outcome = { redriven: 0, stillFailing: 0 };
       const { report } = await processBatch(
         buildKafkaEvent(batch.map(sourceRecord)),
@@ -128,6 +149,7 @@ async function redrivePipeline(
       totals.inserted += report.inserted;
       totals.updated += report.updated;
       totals.skipped += report.skipped;
+      reportProgress();
     }
   } finally {
     await runtime.close();
@@ -140,18 +162,19 @@ async function redrivePipeline(
  * Kafka's records (decode, resolve, upsert), one transaction per batch of the pipeline's batch
  * size: the ones that now succeed are stored and marked `redriven_at`, the ones that fail
  * again stay pending with their detail updated. A truncated payload is never re-driven.
- * Running it twice changes nothing the first run did.
+ * Running it twice changes nothing the first run did. `onProgress` hears after every batch.
  */
 export async function redriveDeadLetters(
   db: pg.Pool,
   settings: Settings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
+  onProgress?: RedriveProgressListener,
 ): Promise<PipelineRedrive[]> {
   const results: PipelineRedrive[] = [];
   for (const pipeline of await pipelinesWithDeadLetters(db, { ...filter, pendingOnly: true })) {
     if (isPipelineName(pipeline)) {
-      results.push(await redrivePipeline(db, pipeline, settings, filter, logger));
+      results.push(await redrivePipeline(db, pipeline, settings, filter, logger, onProgress));
       continue;
     }
     // Only a hand-edited row can name no pipeline; say so rather than guess one.

@@ -2,7 +2,7 @@ import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson, renderTable } from '../output.js';
-import type { PipelineRedrive } from '../redrive.js';
+import type { PipelineRedrive, RedriveProgress } from '../redrive.js';
 import { redriveDeadLetters } from '../redrive.js';
 import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 
@@ -19,6 +19,8 @@ ones that fail again stay, with their reason and detail updated. Typical use: an
 registered after its messages arrived (reason unknown_application). Running it again changes
 nothing. A payload that was truncated when it was stored cannot be re-driven: it is listed and
 left alone. Exit 0 when the re-drive ran (whatever failed again is reported), 1 on an error.
+On a terminal it shows its progress on stderr after every batch; it ends with a summary line
+(with --json: a "summary" object beside the per-pipeline figures).
 
 ${FILTER_HELP}
   --json          the report as JSON
@@ -27,9 +29,17 @@ ${FILTER_HELP}
     const parsed = parseCommandArgs(dlqRedrive, args, io, { ...FILTER_OPTIONS, ...JSON_OPTION });
     if (!parsed) return EXIT.ok;
     const filter = parseFilter(parsed.values);
-    const results = await withDatabase(io, ({ pool, settings, logger }) => redriveDeadLetters(pool, settings, filter, logger));
+    const started = performance.now();
+    const progress = io.interactive === true ? terminalProgress(io) : undefined;
+    let results: PipelineRedrive[];
+    try {
+      results = await withDatabase(io, ({ pool, settings, logger }) => redriveDeadLetters(pool, settings, filter, logger, progress?.show));
+    } finally {
+      progress?.end();
+    }
+    const summary = summarize(results, Math.round(performance.now() - started));
     if (parsed.values.json === true) {
-      io.stdout(renderJson({ pipelines: results }));
+      io.stdout(renderJson({ summary, pipelines: results }));
       return EXIT.ok;
     }
     io.stdout(
@@ -50,6 +60,45 @@ ${FILTER_HELP}
     for (const result of results) {
       for (const left of result.notRedrivable) io.stdout(`not re-driven: dead letter ${left.id} (${result.pipeline}): ${left.why}\n`);
     }
+    io.stdout(
+      `re-driven ${summary.redriven} of ${summary.selected} selected dead letter(s) in ${(summary.durationMs / 1000).toFixed(1)} s; ` +
+        `${summary.stillFailing} still failing, ${summary.notRedrivable} not re-drivable\n`,
+    );
     return EXIT.ok;
   },
 };
+
+/** The whole run in one object: every pipeline's figures added up, and how long it took. */
+function summarize(results: readonly PipelineRedrive[], durationMs: number) {
+  const sum = (figure: (result: PipelineRedrive) => number) => results.reduce((total, result) => total + figure(result), 0);
+  return {
+    selected: sum((result) => result.selected),
+    redriven: sum((result) => result.redriven),
+    stillFailing: sum((result) => result.stillFailing),
+    notRedrivable: sum((result) => result.notRedrivable.length),
+    inserted: sum((result) => result.inserted),
+    updated: sum((result) => result.updated),
+    skipped: sum((result) => result.skipped),
+    durationMs,
+  };
+}
+
+/** One line per pipeline on the terminal, rewritten after every batch. */
+function terminalProgress(io: CliIo): { show: (progress: RedriveProgress) => void; end: () => void } {
+  let shown: string | undefined;
+  return {
+    show(progress) {
+      // Each pipeline keeps its last line; the next one starts below it.
+      if (shown !== undefined && shown !== progress.pipeline) io.stderr('\n');
+      const percent = progress.total > 0 ? Math.floor((100 * progress.done) / progress.total) : 100;
+      io.stderr(
+        `\r${progress.pipeline}: ${progress.done} of ${progress.total} (${percent}%), ` +
+          `${progress.redriven} re-driven, ${progress.stillFailing} still failing\x1b[K`,
+      );
+      shown = progress.pipeline;
+    },
+    end() {
+      if (shown !== undefined) io.stderr('\n');
+    },
+  };
+}

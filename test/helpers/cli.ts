@@ -11,14 +11,18 @@ export interface CliRun {
   readonly stderr: string;
 }
 
-/** Runs `storage-consumer <argv>` in this process with exactly `env`, capturing its output. */
-export async function runCli(argv: readonly string[], env: Record<string, string>): Promise<CliRun> {
+/**
+ * Runs `storage-consumer <argv>` in this process with exactly `env`, capturing its output;
+ * `interactive` plays a terminal on stderr.
+ */
+export async function runCli(argv: readonly string[], env: Record<string, string>, options: { interactive?: boolean } = {}): Promise<CliRun> {
   let stdout = '';
   let stderr = '';
   const code = await main(argv, {
     stdout: (text) => void (stdout += text),
     stderr: (text) => void (stderr += text),
     env,
+    interactive: options.interactive === true,
   });
   return { code, stdout, stderr };
 }

@@ -222,26 +222,129 @@ describe('dlq redrive', () => {
   });
 });
 
-describe('dlq purge', () => {
-  it('deletes only the dead letters older than the given age', async () => {
-    // Prepare: two letters were stored 40 days ago.
-    await schema.pool.query(
-      "UPDATE dead_letter_events SET created_at = now() - interval '40 days' WHERE id IN (SELECT id FROM dead_letter_events ORDER BY id LIMIT 2)",
+describe('dlq redrive on a larger set', () => {
+  it('shows its progress on a terminal after every batch, and prints a summary (--json: a summary object)', async () => {
+    // Prepare: 5 reviews of an app registered after they arrived; batches of 2
+    const later = { id: 303, package_name: 'com.example.later' };
+    await ingest(
+      'reviews',
+      'reviews',
+      Array.from({ length: 5 }, (_, index) => ({ partition: 0, offset: 100 + index, value: { ...sampleReview(), review_id: `gp:later-${index}`, package_name: later.package_name } })),
     );
+    await schema.pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, true)', [later.id, later.package_name]);
+    const smallBatches = { ...env, STORAGE_MAX_POLL_RECORDS_REVIEWS: '2' };
 
     // Act
-    const dryRun = await runCli(['dlq', 'purge', '--older-than', '30d', '--dry-run', '--json'], env);
-    const young = await runCli(['dlq', 'purge', '--older-than', '41d'], env);
-    const purged = await runCli(['dlq', 'purge', '--older-than', '30d'], env);
+    const onTerminal = await runCli(['dlq', 'redrive', '--reason', 'unknown_application', '--json'], smallBatches, { interactive: true });
+    const notOnTerminal = await runCli(['dlq', 'redrive', '--reason', 'unknown_application'], smallBatches);
 
-    // Assess
-    expect(JSON.parse(dryRun.stdout)).toEqual({ olderThan: '30d', dryRun: true, wouldDelete: 2 });
-    expect(young.stdout).toBe('deleted 0 dead letter(s) older than 41d\n');
-    expect(purged.stdout).toBe('deleted 2 dead letter(s) older than 30d\n');
-    expect(await count('dead_letter_events')).toBe(4);
+    // Assess: one progress line per batch on stderr, rewritten in place; stdout stays JSON
+    expect(onTerminal.code).toBe(0);
+    expect(onTerminal.stderr).toBe(
+      '\rreviews: 2 of 5 (40%), 2 re-driven, 0 still failing\x1b[K' +
+        '\rreviews: 4 of 5 (80%), 4 re-driven, 0 still failing\x1b[K' +
+        '\rreviews: 5 of 5 (100%), 5 re-driven, 0 still failing\x1b[K\n',
+    );
+    const report = JSON.parse(onTerminal.stdout) as { summary: Record<string, number>; pipelines: unknown[] };
+    expect(report.summary).toEqual({
+      selected: 5,
+      redriven: 5,
+      stillFailing: 0,
+      notRedrivable: 0,
+      inserted: 5,
+      updated: 0,
+      skipped: 0,
+      durationMs: expect.any(Number),
+    });
+    expect(report.pipelines).toHaveLength(1);
+    // Not a terminal: no progress; the text ends with the summary line
+    expect(notOnTerminal.stderr).toBe('');
+    expect(notOnTerminal.stdout).toMatch(/\nre-driven 0 of 0 selected dead letter\(s\) in \d+\.\d s; 0 still failing, 0 not re-drivable\n$/);
+  });
+});
+
+describe('dlq purge', () => {
+  /** The letters a purge may take, grouped as the command groups them, straight from the table. */
+  async function groupsInTable(condition: string) {
+    const { rows } = await schema.pool.query<{ pipeline: string; reason: string; count: number; oldest: Date; newest: Date }>(
+      `SELECT pipeline, reason, count(*)::int AS count, min(created_at) AS oldest, max(created_at) AS newest
+         FROM dead_letter_events WHERE ${condition} GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+    );
+    return rows.map((row) => ({ ...row, oldest: row.oldest.toISOString(), newest: row.newest.toISOString() }));
+  }
+
+  beforeAll(async () => {
+    // Every letter was stored 40 to 44 days ago, one a day apart by id
+    await schema.pool.query("UPDATE dead_letter_events SET created_at = date_trunc('day', now()) - interval '40 days' - (id % 5) * interval '1 day'");
   });
 
-  it('needs a valid --older-than (exit 2)', async () => {
+  it('without --yes deletes nothing and prints what it would delete: re-driven letters only, per pipeline and reason, oldest and newest', async () => {
+    // Prepare
+    const redriven = await groupsInTable('redriven_at IS NOT NULL');
+    const pending = await count('dead_letter_events') - redriven.reduce((sum, group) => sum + group.count, 0);
+    expect(redriven.length).toBeGreaterThan(0);
+    expect(pending).toBeGreaterThan(0);
+    const before = await deadLetters();
+
+    // Act
+    const text = await runCli(['dlq', 'purge', '--older-than', '30d'], env);
+    const json = await runCli(['dlq', 'purge', '--older-than', '30d', '--json'], env);
+
+    // Assess
+    expect(text.code).toBe(0);
+    const total = redriven.reduce((sum, group) => sum + group.count, 0);
+    expect(text.stdout).toMatch(new RegExp(`^would delete ${total} re-driven dead letter\\(s\\) stored before \\S+Z \\(older than 30d\\)\n`));
+    const rows = tableRows(text.stdout.split('\n').slice(1).join('\n'));
+    expect(rows[0]).toEqual(['PIPELINE', 'REASON', 'COUNT', 'OLDEST', 'NEWEST']);
+    expect(rows.slice(1, 1 + redriven.length)).toEqual(redriven.map((group) => [group.pipeline, group.reason, String(group.count), group.oldest, group.newest]));
+    expect(text.stdout).toContain(`kept ${pending} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`);
+    expect(text.stdout.endsWith('nothing was deleted: run again with --yes to delete them\n')).toBe(true);
+    expect(JSON.parse(json.stdout)).toEqual({
+      olderThan: '30d',
+      before: expect.stringMatching(/Z$/),
+      includePending: false,
+      confirmed: false,
+      wouldDelete: total,
+      groups: redriven,
+      pendingKept: pending,
+    });
+    expect(await deadLetters()).toEqual(before);
+  });
+
+  it('--yes deletes the re-driven letters older than the age, and keeps every pending one', async () => {
+    // Prepare
+    const redriven = await groupsInTable('redriven_at IS NOT NULL');
+    const pendingBefore = (await deadLetters()).filter((row) => row.redriven_at === null);
+
+    // Act
+    const younger = await runCli(['dlq', 'purge', '--older-than', '50d', '--yes', '--json'], env);
+    const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--yes', '--json'], env);
+
+    // Assess
+    expect(JSON.parse(younger.stdout)).toMatchObject({ confirmed: true, deleted: 0, groups: [] });
+    expect(JSON.parse(purged.stdout)).toMatchObject({ confirmed: true, deleted: redriven.reduce((sum, group) => sum + group.count, 0), groups: redriven });
+    expect(await deadLetters()).toEqual(pendingBefore);
+  });
+
+  it('--include-pending --yes also deletes the pending ones', async () => {
+    // Prepare
+    const pending = await groupsInTable('redriven_at IS NULL');
+
+    // Act
+    const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--yes'], env);
+
+    // Assess
+    const total = pending.reduce((sum, group) => sum + group.count, 0);
+    expect(purged.code).toBe(0);
+    expect(purged.stdout).toMatch(new RegExp(`^deleted ${total} dead letter\\(s\\), pending or re-driven, stored before `));
+    expect(await count('dead_letter_events')).toBe(0);
+  });
+
+  it('has a minimum age of 1d, and needs a valid --older-than (exit 2)', async () => {
+    const tooYoung = await runCli(['dlq', 'purge', '--older-than', '12h', '--yes'], env);
+    expect(tooYoung.code).toBe(2);
+    expect(tooYoung.stderr).toContain('--older-than must be at least 1d, got 12h');
+    expect((await runCli(['dlq', 'purge', '--older-than', '0s', '--include-pending', '--yes'], env)).code).toBe(2);
     expect((await runCli(['dlq', 'purge'], env)).code).toBe(2);
     expect((await runCli(['dlq', 'purge', '--older-than', '30 days'], env)).code).toBe(2);
   });
@@ -255,7 +358,7 @@ describe('the storage-consumer bin', () => {
     const unknown = await runBin(['frobnicate'], env);
 
     expect(listed.code).toBe(0);
-    expect((JSON.parse(listed.stdout) as { total: number }).total).toBe(4);
+    expect((JSON.parse(listed.stdout) as { total: number }).total).toBe(await count('dead_letter_events'));
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('no dead letter with id 999999');
     expect(usage.code).toBe(2);
