@@ -5,12 +5,15 @@
  *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092).
  * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, port
  *    `EMBEDDED_PG_PORT`, default 54329).
- * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations.
+ * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations. Into a
+ *    `DATABASE_URL` of your own only with `npm start -- --allow-dev-sql`: without it, a set
+ *    `DATABASE_URL` is refused before anything starts (it might be a real database).
  * 4. The three topics (3 partitions each), then the host with every pipeline.
  * Ctrl-C stops the host gracefully, then the broker and the database it started.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';
 import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
@@ -38,7 +41,17 @@ async function devSql(url: string): Promise<void> {
   }
 }
 
+/** The flag that lets `npm start` write its dev-only SQL into a database it did not start. */
+const ALLOW_DEV_SQL = 'allow-dev-sql';
+
 async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
+  if (process.env.DATABASE_URL && values[ALLOW_DEV_SQL] !== true) {
+    throw new Error(
+      'DATABASE_URL is set, and npm start would create the App API stand-in table and example apps in it (dev only). ' +
+        `Unset DATABASE_URL to use the embedded PostgreSQL, or run npm start -- --${ALLOW_DEV_SQL} if that database is a throw-away one.`,
+    );
+  }
   const logger = createHostLogger();
   installProcessGuards(logger);
   // Validate what we can before starting anything.
