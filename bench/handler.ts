@@ -6,8 +6,11 @@
  * into an identical table (same columns, defaults, CHECKs, indexes and foreign key) in the
  * same 500-row transactions. Figures: fresh inserts, a full redelivery (every row skipped by
  * the guard), COPY, and the upsert statement alone on pre-decoded rows (which separates the
- * SQL's cost from decoding's); medians over rounds; ratios against COPY. The last line is
- * one JSON object for tooling.
+ * SQL's cost from decoding's); medians over rounds; ratios against COPY. The handler runs
+ * twice per round, with STORAGE_DB_PREPARED_STATEMENTS off (the default: unnamed statements,
+ * which every pooler passes) and on (named statements, planned once per connection), in
+ * alternating order, so the setting's cost is measured in the same run. The last line is one
+ * JSON object for tooling.
  *
  * Flags: --records N (default 200000), --rounds N (default 3), --batch N (default 500).
  */
@@ -103,11 +106,13 @@ async function main(): Promise<void> {
     await admin.query(`CREATE TABLE reviews_copy_baseline (LIKE reviews INCLUDING ALL);
       ALTER TABLE reviews_copy_baseline ADD FOREIGN KEY (application_id) REFERENCES apps_registry_application (id)`);
 
-    const settings = loadSettings({ DATABASE_URL: url });
-    const handler = createPipelineHandler('reviews', {
-      settings,
-      logger: new Logger({ serviceName: 'storage-consumer-bench', logLevel: 'WARN' }),
-    });
+    const handlerWith = (prepared: boolean) =>
+      createPipelineHandler('reviews', {
+        settings: loadSettings({ DATABASE_URL: url, STORAGE_DB_PREPARED_STATEMENTS: String(prepared) }),
+        logger: new Logger({ serviceName: 'storage-consumer-bench', logLevel: 'WARN' }),
+      });
+    const handler = handlerWith(false);
+    const preparedHandler = handlerWith(true);
     const context = {
       callbackWaitsForEmptyEventLoop: false, functionName: 'bench', functionVersion: '1', invokedFunctionArn: 'arn:bench',
       memoryLimitInMB: '1024', awsRequestId: 'bench', logGroupName: 'bench', logStreamName: 'bench',
@@ -126,10 +131,10 @@ async function main(): Promise<void> {
     const statementAll = async () => {
       for (const batch of batches) await upsertRows(copyClient, PIPELINE_DEFINITIONS.reviews.table, batch.rows);
     };
-    const handleAll = async (expect: 'inserted' | 'skipped') => {
+    const handleAll = async (expect: 'inserted' | 'skipped', through = handler) => {
       let rows = 0;
       for (const batch of batches) {
-        const response = await handler(batch.event, context);
+        const response = await through(batch.event, context);
         if (response.batchItemFailures.length > 0) throw new Error('a benchmark batch failed');
         rows += Object.values(batch.event.records).reduce((sum, list) => sum + list.length, 0);
       }
@@ -142,6 +147,14 @@ async function main(): Promise<void> {
     const freshRates: number[] = [];
     const statementRates: number[] = [];
     const redeliveryRates: number[] = [];
+    const preparedFreshRates: number[] = [];
+    const preparedRedeliveryRates: number[] = [];
+    const preparedPasses = async () => {
+      await admin.query('TRUNCATE reviews; CHECKPOINT');
+      preparedFreshRates.push(RECORDS / (await timed(async () => void (await handleAll('inserted', preparedHandler)))));
+      await admin.query('CHECKPOINT');
+      preparedRedeliveryRates.push(RECORDS / (await timed(async () => void (await handleAll('skipped', preparedHandler)))));
+    };
     for (let round = 1; round <= ROUNDS; round += 1) {
       await admin.query('TRUNCATE reviews, reviews_copy_baseline; CHECKPOINT');
       // Alternate which goes first, so neither always meets a warmer cache.
@@ -149,26 +162,32 @@ async function main(): Promise<void> {
       if (copyFirst) copyRates.push(RECORDS / (await timed(copyAll)));
       await admin.query('CHECKPOINT');
       statementRates.push(RECORDS / (await timed(statementAll)));
+      if (!copyFirst) await preparedPasses();
       await admin.query('TRUNCATE reviews; CHECKPOINT');
       freshRates.push(RECORDS / (await timed(async () => void (await handleAll('inserted')))));
       await admin.query('CHECKPOINT');
       redeliveryRates.push(RECORDS / (await timed(async () => void (await handleAll('skipped')))));
+      if (copyFirst) await preparedPasses();
       if (!copyFirst) {
         await admin.query('CHECKPOINT');
         copyRates.push(RECORDS / (await timed(copyAll)));
       }
       console.log(
-        `round ${round}: copy ${copyRates.at(-1)?.toFixed(0)} rows/s, statement only ${statementRates.at(-1)?.toFixed(0)} rows/s, fresh ${freshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${redeliveryRates.at(-1)?.toFixed(0)} rows/s`,
+        `round ${round}: copy ${copyRates.at(-1)?.toFixed(0)} rows/s, statement only ${statementRates.at(-1)?.toFixed(0)} rows/s, fresh ${freshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${redeliveryRates.at(-1)?.toFixed(0)} rows/s; ` +
+          `prepared statements on: fresh ${preparedFreshRates.at(-1)?.toFixed(0)} rows/s, redelivery ${preparedRedeliveryRates.at(-1)?.toFixed(0)} rows/s`,
       );
     }
     copyClient.release();
     await handler.close();
+    await preparedHandler.close();
     await admin.end();
 
     const copy = median(copyRates);
     const fresh = median(freshRates);
     const statement = median(statementRates);
     const redelivery = median(redeliveryRates);
+    const preparedFresh = median(preparedFreshRates);
+    const preparedRedelivery = median(preparedRedeliveryRates);
     const figures = {
       records: RECORDS,
       batch_size: BATCH,
@@ -180,11 +199,20 @@ async function main(): Promise<void> {
       statement_rows_per_s: Math.round(statement),
       statement_ratio: Number((statement / copy).toFixed(3)),
       redelivery_ratio: Number((redelivery / copy).toFixed(3)),
+      prepared_fresh_rows_per_s: Math.round(preparedFresh),
+      prepared_redelivery_rows_per_s: Math.round(preparedRedelivery),
+      // What STORAGE_DB_PREPARED_STATEMENTS=true gains over the default (> 1: faster).
+      prepared_fresh_gain: Number((preparedFresh / fresh).toFixed(3)),
+      prepared_redelivery_gain: Number((preparedRedelivery / redelivery).toFixed(3)),
     };
     console.log(`median copy:        ${figures.copy_rows_per_s} rows/s`);
     console.log(`median statement:   ${figures.statement_rows_per_s} rows/s (${figures.statement_ratio} x COPY: the upsert alone on decoded rows)`);
     console.log(`median fresh:       ${figures.fresh_rows_per_s} rows/s (${figures.fresh_ratio} x COPY; target >= 0.7)`);
     console.log(`median redelivery:  ${figures.redelivery_rows_per_s} rows/s (${figures.redelivery_ratio} x COPY; target >= 1.5)`);
+    console.log(
+      `prepared statements on: fresh ${figures.prepared_fresh_rows_per_s} rows/s (${figures.prepared_fresh_gain} x off), ` +
+        `redelivery ${figures.prepared_redelivery_rows_per_s} rows/s (${figures.prepared_redelivery_gain} x off)`,
+    );
     console.log(JSON.stringify(figures));
   });
 }

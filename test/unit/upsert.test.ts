@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import type { Queryable } from '../../shared/queryable.js';
 import type { TableDescription } from '../../shared/upsert.js';
 import { upsertRows, upsertRowsIsolating, upsertStatement } from '../../shared/upsert.js';
 import type { RecordedQuery } from '../helpers/fake-db.js';
@@ -121,6 +122,29 @@ describe('upsertRows', () => {
         values: [[1, 2], ['s1', 's2'], [0.1, null], ['2026-11-30T06:00:00.000000+00:00', '2026-11-30T06:00:00.000000+00:00']],
       },
     ]);
+  });
+
+  it('sends an unnamed statement by default, a named one (stable name) only when asked', async () => {
+    // Prepare: a connection that keeps what it was sent
+    const sent: unknown[] = [];
+    const database = {
+      query: async (statement: unknown, values?: unknown[]) => {
+        sent.push(typeof statement === 'string' ? { text: statement, values } : statement);
+        return { command: 'INSERT', rowCount: 0, oid: 0, fields: [], rows: [] };
+      },
+    } as Queryable;
+
+    // Act
+    await upsertRows(database, readingsAppendOnly, [reading(1)]);
+    await upsertRows(database, readingsAppendOnly, [reading(2)], { prepared: true });
+    await upsertRows(database, readingsAppendOnly, [reading(3)], { prepared: true });
+
+    // Assess
+    const [unnamed, named, again] = sent as Array<{ name?: string; text: string }>;
+    expect(unnamed?.name).toBeUndefined();
+    expect(named?.name).toMatch(/^upsert_[0-9a-f]{24}$/);
+    expect(again?.name).toBe(named?.name);
+    expect(named?.text).toBe(upsertStatement(readingsAppendOnly));
   });
 
   it('counts inserted, updated and skipped from RETURNING (xmax = 0)', async () => {
