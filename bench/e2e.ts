@@ -7,10 +7,19 @@
  *  - network-metrics latency during the flood: producer send -> row committed and visible
  *    (a bench-only trigger NOTIFYs on insert; PostgreSQL delivers a notification at COMMIT);
  *  - the host's peak RSS (VmHWM of the process);
- *  - in the same run, the handler alone on the same records (in-process, 500-record events).
- * The last line is one JSON object for tooling.
+ *  - in the same run, the handler alone on the same records (in-process, 500-record events);
+ *  - the drain: the same reviews produced first (untimed) to a fresh topic; the host starts and
+ *    the clock runs from its spawn until the last review is committed (the group's committed
+ *    offsets reach the end of every partition: the host commits an offset only after the rows'
+ *    transaction committed, and the table is counted afterwards); in the same round, COPY of the
+ *    same rows into an identical table in 500-row transactions (the pipeline's batch size), and
+ *    the host's peak RSS during the drain.
+ * Each figure is the median over the rounds. The last line is one JSON object for tooling.
  *
- * Flags: --reviews N (default 200000), --interval-ms N (default 200).
+ * Flags: --reviews N (default 200000), --interval-ms N (default 200), --rounds N (default 3),
+ * --scenario flood|drain|all (default all), --host-cpu-prof DIR (the host writes a V8 CPU
+ * profile per run into DIR when it stops), --host-env NAME=VALUE (repeatable: an extra variable
+ * for the host, e.g. to compare a setting).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -19,21 +28,45 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-import type { Message } from 'kafkajs';
+import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';
 import { ensureTopics } from '../host/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import { createPipelineHandler } from '../shared/lambda-handler.js';
 import { loadSettings } from '../shared/settings.js';
-import { percentile, prepareDatabase, withDatabase } from './support.js';
-import { syntheticReview } from './support.js';
+import { decodeReview } from '../shared/contracts/reviews.js';
+import { APPS, copyBaseline, copyLine, createCopyBaseline, median, percentile, prepareDatabase, syntheticReview, withDatabase } from './support.js';
 
 const { values: flags } = parseArgs({
-  options: { reviews: { type: 'string', default: '200000' }, 'interval-ms': { type: 'string', default: '200' } },
+  options: {
+    reviews: { type: 'string', default: '200000' },
+    'interval-ms': { type: 'string', default: '200' },
+    rounds: { type: 'string', default: '3' },
+    scenario: { type: 'string', default: 'all' },
+    'host-cpu-prof': { type: 'string' },
+    'host-env': { type: 'string', multiple: true, default: [] },
+  },
 });
 const REVIEWS = Number(flags.reviews);
 const INTERVAL_MS = Number(flags['interval-ms']);
+const ROUNDS = Number(flags.rounds);
+const SCENARIO = flags.scenario;
+if (!['flood', 'drain', 'all'].includes(SCENARIO)) throw new Error(`--scenario must be flood, drain or all, not ${SCENARIO}`);
+const HOST_NODE_ARGS = [
+  '--max-semi-space-size=4',
+  ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
+  '--import',
+  'tsx',
+  'host/main.ts',
+];
+const HOST_ENV = Object.fromEntries(
+  flags['host-env'].map((pair) => {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--host-env takes NAME=VALUE, not ${pair}`);
+    return [pair.slice(0, at), pair.slice(at + 1)];
+  }),
+);
 const root = path.resolve(import.meta.dirname, '..');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -41,6 +74,14 @@ async function peakRssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const match = /VmHWM:\s+(\d+) kB/.exec(status);
   return match ? Number(match[1]) / 1024 : Number.NaN;
+}
+
+/** CPU seconds (user + system) the process has used so far. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of the line (11 and 12 after the command), in clock ticks (100/s on Linux).
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function networkMetrics(id: string): Record<string, unknown> {
@@ -80,132 +121,313 @@ async function handlerOnly(values: readonly Buffer[]): Promise<number> {
   });
 }
 
-async function main(): Promise<void> {
-  console.log(`bench: ${REVIEWS} reviews through broker -> host -> PostgreSQL, a network-metrics message every ${INTERVAL_MS} ms`);
-  const values = Array.from({ length: REVIEWS }, (_, i) => Buffer.from(JSON.stringify(syntheticReview(i))));
-  const cluster = await ensureBroker({ ephemeral: true, log: (line) => console.log(`[kafka] ${line}`) });
-  try {
-    const figures = await withDatabase('sc_bench_e2e', async (url) => {
-      await prepareDatabase(url);
-      const listener = new pg.Client({ connectionString: url });
-      await listener.connect();
-      // Bench only: a NOTIFY per network-metrics row, delivered when its transaction commits.
-      await listener.query(`
-        CREATE FUNCTION bench_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN PERFORM pg_notify('nm_stored', NEW.analysis_id::text); RETURN NEW; END $$;
-        CREATE TRIGGER bench_notify AFTER INSERT ON network_metrics FOR EACH ROW EXECUTE FUNCTION bench_notify();
-        LISTEN nm_stored;`);
-      const sentAt = new Map<string, number>();
-      const latencies: number[] = [];
-      listener.on('notification', (message) => {
-        const sent = message.payload ? sentAt.get(message.payload) : undefined;
-        if (sent !== undefined) latencies.push(performance.now() - sent);
-      });
+interface BenchTopics {
+  readonly reviews: string;
+  readonly nm: string;
+  readonly stats: string;
+}
 
-      const run = randomUUID().slice(0, 8);
-      const topics = { reviews: `bench-${run}-reviews`, nm: `bench-${run}-network-metrics`, stats: `bench-${run}-app-stats` };
-      await ensureTopics(cluster.brokers, Object.values(topics).map((topic) => ({ topic, partitions: 3 })), {
-        logger: { info: () => undefined, warn: console.warn },
-      });
-      const host = spawn(process.execPath, ['--max-semi-space-size=4', '--import', 'tsx', 'host/main.ts'], {
-        cwd: root,
-        env: {
-          ...process.env,
-          KAFKA_BROKERS: cluster.brokers.join(','),
-          DATABASE_URL: url,
-          STORAGE_TOPIC_REVIEWS: topics.reviews,
-          STORAGE_TOPIC_NETWORK_METRICS: topics.nm,
-          STORAGE_TOPIC_APP_STATS: topics.stats,
-          STORAGE_GROUP_REVIEWS: `bench-${run}-reviews`,
-          STORAGE_GROUP_NETWORK_METRICS: `bench-${run}-nm`,
-          STORAGE_GROUP_APP_STATS: `bench-${run}-stats`,
-          STORAGE_HEARTBEAT_DIR: path.join(root, '.data', `bench-${run}`),
-          POWERTOOLS_LOG_LEVEL: 'WARN',
-        },
-        stdio: ['ignore', 'ignore', 'inherit'],
-      });
-      const exited = new Promise<number | null>((resolve) => host.on('exit', resolve));
-      try {
-        // Wait until every pipeline has joined: the heartbeat files appear.
-        for (let i = 0; i < 600; i += 1) {
-          const beats = await Promise.all(['reviews', 'network-metrics', 'app-stats'].map((p) =>
-            readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(() => true, () => false)));
-          if (beats.every(Boolean)) break;
-          await sleep(100);
-        }
-        await sleep(2000);
-        const kafka = new Kafka({ clientId: 'bench', brokers: cluster.brokers, logLevel: logLevel.ERROR });
-        const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
-        await producer.connect();
-        const counter = new pg.Client({ connectionString: url });
-        await counter.connect();
+/** Fresh topics (3 partitions each) and groups for one scenario round. */
+async function freshTopics(brokers: readonly string[]): Promise<{ run: string; topics: BenchTopics }> {
+  const run = randomUUID().slice(0, 8);
+  const topics = { reviews: `bench-${run}-reviews`, nm: `bench-${run}-network-metrics`, stats: `bench-${run}-app-stats` };
+  await ensureTopics([...brokers], Object.values(topics).map((topic) => ({ topic, partitions: 3 })), {
+    logger: { info: () => undefined, warn: console.warn },
+  });
+  return { run, topics };
+}
 
-        let flooding = true;
-        const trickle = (async () => {
-          while (flooding) {
-            const id = randomUUID();
-            sentAt.set(id, performance.now());
-            await producer.send({ topic: topics.nm, messages: [{ key: id, value: JSON.stringify(networkMetrics(id)) }] });
-            await sleep(INTERVAL_MS);
-          }
-        })();
-
-        const started = performance.now();
-        const chunk = 1000;
-        for (let start = 0; start < values.length; start += chunk) {
-          const messages: Message[] = values.slice(start, start + chunk).map((value) => ({ value }));
-          await producer.send({ topic: topics.reviews, messages });
-        }
-        const produced = performance.now();
-        let stored = 0;
-        while (stored < REVIEWS) {
-          await sleep(50);
-          stored = Number((await counter.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows[0]?.n);
-          if (host.exitCode !== null) throw new Error(`the host exited with ${host.exitCode} during the flood`);
-        }
-        const finished = performance.now();
-        flooding = false;
-        await trickle;
-        await sleep(1000);
-        const rss = await peakRssMb(host.pid as number);
-        await producer.disconnect();
-        await counter.end();
-        console.log(`produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`);
-        return {
-          e2eRate: REVIEWS / ((finished - started) / 1000),
-          latencies: [...latencies],
-          sent: sentAt.size,
-          rss,
-        };
-      } finally {
-        host.kill('SIGTERM');
-        const code = await Promise.race([exited, sleep(40_000).then(() => 'timeout' as const)]);
-        if (code === 'timeout') host.kill('SIGKILL');
-        await listener.end();
+/** The host as a child process, as in production, with all three pipelines on `topics`. */
+function spawnHost(brokers: readonly string[], url: string, run: string, topics: BenchTopics) {
+  const host = spawn(process.execPath, HOST_NODE_ARGS, {
+    cwd: root,
+    env: {
+      ...process.env,
+      KAFKA_BROKERS: brokers.join(','),
+      DATABASE_URL: url,
+      STORAGE_TOPIC_REVIEWS: topics.reviews,
+      STORAGE_TOPIC_NETWORK_METRICS: topics.nm,
+      STORAGE_TOPIC_APP_STATS: topics.stats,
+      STORAGE_GROUP_REVIEWS: `bench-${run}-reviews`,
+      STORAGE_GROUP_NETWORK_METRICS: `bench-${run}-nm`,
+      STORAGE_GROUP_APP_STATS: `bench-${run}-stats`,
+      STORAGE_HEARTBEAT_DIR: path.join(root, '.data', `bench-${run}`),
+      POWERTOOLS_LOG_LEVEL: 'WARN',
+      ...HOST_ENV,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => host.on('exit', resolve));
+  return {
+    host,
+    /** Waits until every pipeline has joined: the heartbeat files appear. */
+    async joined() {
+      for (let i = 0; i < 600; i += 1) {
+        const beats = await Promise.all(['reviews', 'network-metrics', 'app-stats'].map((p) =>
+          readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(() => true, () => false)));
+        if (beats.every(Boolean)) return;
+        if (host.exitCode !== null) throw new Error(`the host exited with ${host.exitCode} while starting`);
+        await sleep(100);
       }
+      throw new Error('the host did not join its groups within 60 s');
+    },
+    /** SIGTERM, then SIGKILL after 40 s. */
+    async stop() {
+      host.kill('SIGTERM');
+      const code = await Promise.race([exited, sleep(40_000).then(() => 'timeout' as const)]);
+      if (code === 'timeout') host.kill('SIGKILL');
+    },
+  };
+}
+
+async function countReviews(url: string, table = 'reviews'): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
+  } finally {
+    await client.end();
+  }
+}
+
+interface FloodFigures {
+  readonly e2eRate: number;
+  readonly latencies: readonly number[];
+  readonly sent: number;
+  readonly rss: number;
+}
+
+/** The flood: reviews produced as fast as possible while the host runs, network-metrics trickling beside them. */
+async function floodRound(brokers: readonly string[], values: readonly Buffer[]): Promise<FloodFigures> {
+  return withDatabase('sc_bench_e2e', async (url) => {
+    await prepareDatabase(url);
+    const listener = new pg.Client({ connectionString: url });
+    await listener.connect();
+    // Bench only: a NOTIFY per network-metrics row, delivered when its transaction commits.
+    await listener.query(`
+      CREATE FUNCTION bench_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_notify('nm_stored', NEW.analysis_id::text); RETURN NEW; END $$;
+      CREATE TRIGGER bench_notify AFTER INSERT ON network_metrics FOR EACH ROW EXECUTE FUNCTION bench_notify();
+      LISTEN nm_stored;`);
+    const sentAt = new Map<string, number>();
+    const latencies: number[] = [];
+    listener.on('notification', (message) => {
+      const sent = message.payload ? sentAt.get(message.payload) : undefined;
+      if (sent !== undefined) latencies.push(performance.now() - sent);
     });
-    const handlerRate = await handlerOnly(values);
-    const result = {
-      reviews: REVIEWS,
-      e2e_rows_per_s: Math.round(figures.e2eRate),
-      handler_rows_per_s: Math.round(handlerRate),
-      e2e_ratio: Number((figures.e2eRate / handlerRate).toFixed(3)),
-      nm_messages: figures.sent,
-      nm_stored_during_run: figures.latencies.length,
-      nm_p50_ms: Math.round(percentile(figures.latencies, 50)),
-      nm_p95_ms: Math.round(percentile(figures.latencies, 95)),
-      nm_p99_ms: Math.round(percentile(figures.latencies, 99)),
-      nm_max_ms: Math.round(Math.max(...figures.latencies)),
-      host_peak_rss_mb: Math.round(figures.rss),
-    };
-    console.log(`end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`);
-    console.log(`nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms, max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`);
-    console.log(`host RSS:     ${result.host_peak_rss_mb} MB peak (target <= 256)`);
-    console.log(`nm latencies in send order (ms): ${figures.latencies.map((ms) => Math.round(ms)).join(" ")}`);
-    console.log(JSON.stringify(result));
+
+    const { run, topics } = await freshTopics(brokers);
+    const host = spawnHost(brokers, url, run, topics);
+    try {
+      await host.joined();
+      await sleep(2000);
+      const kafka = new Kafka({ clientId: 'bench', brokers: [...brokers], logLevel: logLevel.ERROR });
+      const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+      await producer.connect();
+      const counter = new pg.Client({ connectionString: url });
+      await counter.connect();
+
+      let flooding = true;
+      const trickle = (async () => {
+        while (flooding) {
+          const id = randomUUID();
+          sentAt.set(id, performance.now());
+          await producer.send({ topic: topics.nm, messages: [{ key: id, value: JSON.stringify(networkMetrics(id)) }] });
+          await sleep(INTERVAL_MS);
+        }
+      })();
+
+      const started = performance.now();
+      const chunk = 1000;
+      for (let start = 0; start < values.length; start += chunk) {
+        const messages: Message[] = values.slice(start, start + chunk).map((value) => ({ value }));
+        await producer.send({ topic: topics.reviews, messages });
+      }
+      const produced = performance.now();
+      let stored = 0;
+      while (stored < REVIEWS) {
+        await sleep(50);
+        stored = Number((await counter.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows[0]?.n);
+        if (host.host.exitCode !== null) throw new Error(`the host exited with ${host.host.exitCode} during the flood`);
+      }
+      const finished = performance.now();
+      flooding = false;
+      await trickle;
+      await sleep(1000);
+      const rss = await peakRssMb(host.host.pid as number);
+      await producer.disconnect();
+      await counter.end();
+      console.log(`flood: produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`);
+      return { e2eRate: REVIEWS / ((finished - started) / 1000), latencies: [...latencies], sent: sentAt.size, rss };
+    } finally {
+      await host.stop();
+      await listener.end();
+    }
+  });
+}
+
+interface DrainFigures {
+  readonly rate: number;
+  readonly copyRate: number;
+  readonly rss: number;
+  /** The host's CPU seconds from its spawn to the end of the drain. */
+  readonly cpu: number;
+}
+
+/** Whether the group has committed every partition of `topic` up to its end. */
+async function drained(admin: Admin, group: string, topic: string, ends: ReadonlyMap<number, string>): Promise<boolean> {
+  const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  return (committed?.partitions ?? []).every(({ partition, offset }) => BigInt(offset) >= BigInt(ends.get(partition) ?? '0'));
+}
+
+/**
+ * The drain: the reviews sit on a fresh topic (produced untimed), then the host starts; the clock
+ * runs from its spawn until the group's committed offsets reach every partition's end. COPY of
+ * the same rows into an identical table runs in the same round (alternately before and after).
+ */
+async function drainRound(
+  brokers: readonly string[],
+  reviews: readonly { key: string; value: Buffer }[],
+  copyChunks: readonly string[],
+  copyFirst: boolean,
+): Promise<DrainFigures> {
+  return withDatabase('sc_bench_drain', async (url) => {
+    await prepareDatabase(url);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const kafka = new Kafka({ clientId: 'bench', brokers: [...brokers], logLevel: logLevel.ERROR });
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await createCopyBaseline(client);
+      const copy = async () => {
+        await client.query('CHECKPOINT');
+        const started = performance.now();
+        await copyBaseline(client, copyChunks);
+        return REVIEWS / ((performance.now() - started) / 1000);
+      };
+      let copyRate = copyFirst ? await copy() : Number.NaN;
+
+      const { run, topics } = await freshTopics(brokers);
+      const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
+      await producer.connect();
+      for (let start = 0; start < reviews.length; start += 1000) {
+        await producer.send({ topic: topics.reviews, messages: reviews.slice(start, start + 1000) });
+      }
+      await producer.disconnect();
+      const ends = new Map((await admin.fetchTopicOffsets(topics.reviews)).map(({ partition, high }) => [partition, high]));
+      await client.query('CHECKPOINT');
+
+      const started = performance.now();
+      const host = spawnHost(brokers, url, run, topics);
+      let rate: number;
+      let rss: number;
+      let cpu: number;
+      try {
+        while (!(await drained(admin, `bench-${run}-reviews`, topics.reviews, ends))) {
+          if (host.host.exitCode !== null) throw new Error(`the host exited with ${host.host.exitCode} during the drain`);
+          await sleep(50);
+        }
+        const seconds = (performance.now() - started) / 1000;
+        rate = REVIEWS / seconds;
+        rss = await peakRssMb(host.host.pid as number);
+        cpu = await cpuSeconds(host.host.pid as number);
+        console.log(`drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (host CPU ${cpu.toFixed(1)} s)`);
+      } finally {
+        await host.stop();
+      }
+      const stored = await countReviews(url);
+      if (stored !== REVIEWS) throw new Error(`the drain committed every offset but stored ${stored} of ${REVIEWS} reviews`);
+      if (!copyFirst) copyRate = await copy();
+      return { rate, copyRate, rss, cpu };
+    } finally {
+      await admin.disconnect();
+      await client.end();
+    }
+  });
+}
+
+/** The drain's COPY baseline: the same rows, decoded as the handler decodes them, in 500-row chunks. */
+function copyChunksOf(values: readonly Buffer[]): string[] {
+  const chunks: string[] = [];
+  for (let start = 0; start < values.length; start += 500) {
+    const lines = values.slice(start, start + 500).map((value, i) => {
+      const decoded = decodeReview(value);
+      if (!decoded.ok) throw new Error(`synthetic review ${start + i} does not decode: ${decoded.rejection.detail}`);
+      return copyLine(decoded.message, 1 + ((start + i) % APPS), (start + i) % 3, Math.floor((start + i) / 3));
+    });
+    chunks.push(`${lines.join('\n')}\n`);
+  }
+  return chunks;
+}
+
+const round3 = (value: number) => Number(value.toFixed(3));
+
+async function main(): Promise<void> {
+  console.log(
+    `bench: ${REVIEWS} reviews through broker -> host -> PostgreSQL, ${ROUNDS} rounds, scenario ${SCENARIO}` +
+      (SCENARIO === 'drain' ? '' : `, a network-metrics message every ${INTERVAL_MS} ms during the flood`),
+  );
+  const messages = Array.from({ length: REVIEWS }, (_, i) => syntheticReview(i));
+  const values = messages.map((message) => Buffer.from(JSON.stringify(message)));
+  const keyed = messages.map((message, i) => ({ key: String(message.review_id), value: values[i] as Buffer }));
+  const copyChunks = copyChunksOf(values);
+  const cluster = await ensureBroker({ ephemeral: true, log: (line) => console.log(`[kafka] ${line}`) });
+  const floods: FloodFigures[] = [];
+  const drains: DrainFigures[] = [];
+  try {
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      if (SCENARIO !== 'drain') floods.push(await floodRound(cluster.brokers, values));
+      if (SCENARIO !== 'flood') {
+        const drain = await drainRound(cluster.brokers, keyed, copyChunks, round % 2 === 0);
+        drains.push(drain);
+        console.log(
+          `round ${round}: drain ${drain.rate.toFixed(0)} rows/s, COPY ${drain.copyRate.toFixed(0)} rows/s ` +
+            `(${(drain.rate / drain.copyRate).toFixed(3)} x COPY), host peak RSS ${drain.rss.toFixed(0)} MB, host CPU ${drain.cpu.toFixed(1)} s`,
+        );
+      }
+    }
   } finally {
     await cluster.stop();
   }
+  let result: Record<string, number> = { reviews: REVIEWS, rounds: ROUNDS };
+  if (floods.length > 0) {
+    const handlerRate = await handlerOnly(values);
+    const e2eRate = median(floods.map((flood) => flood.e2eRate));
+    const p99s = floods.map((flood) => percentile(flood.latencies, 99));
+    result = {
+      ...result,
+      e2e_rows_per_s: Math.round(e2eRate),
+      handler_rows_per_s: Math.round(handlerRate),
+      e2e_ratio: round3(e2eRate / handlerRate),
+      nm_messages: median(floods.map((flood) => flood.sent)),
+      nm_stored_during_run: median(floods.map((flood) => flood.latencies.length)),
+      nm_p50_ms: Math.round(median(floods.map((flood) => percentile(flood.latencies, 50)))),
+      nm_p95_ms: Math.round(median(floods.map((flood) => percentile(flood.latencies, 95)))),
+      nm_p99_ms: Math.round(median(p99s)),
+      nm_max_ms: Math.round(median(floods.map((flood) => Math.max(...flood.latencies)))),
+      host_peak_rss_mb: Math.round(median(floods.map((flood) => flood.rss))),
+    };
+    console.log(`end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`);
+    console.log(`nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms (per round: ${p99s.map(Math.round).join(', ')}), max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`);
+    console.log(`host RSS:     ${result.host_peak_rss_mb} MB peak during the flood (target <= 256)`);
+    for (const [index, flood] of floods.entries()) {
+      console.log(`nm latencies in send order, round ${index + 1} (ms): ${flood.latencies.map((ms) => Math.round(ms)).join(' ')}`);
+    }
+  }
+  if (drains.length > 0) {
+    const rate = median(drains.map((drain) => drain.rate));
+    const copyRate = median(drains.map((drain) => drain.copyRate));
+    result = {
+      ...result,
+      drain_rows_per_s: Math.round(rate),
+      drain_copy_rows_per_s: Math.round(copyRate),
+      drain_ratio: round3(median(drains.map((drain) => drain.rate / drain.copyRate))),
+      drain_host_peak_rss_mb: Math.round(median(drains.map((drain) => drain.rss))),
+    };
+    console.log(`drain:        ${result.drain_rows_per_s} reviews/s, ${result.drain_ratio} x COPY ${result.drain_copy_rows_per_s} rows/s (target >= 0.6); host peak RSS ${result.drain_host_peak_rss_mb} MB (target <= 256)`);
+  }
+  console.log(JSON.stringify(result));
 }
 
 await main();

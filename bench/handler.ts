@@ -15,11 +15,8 @@
  * Flags: --records N (default 200000), --rounds N (default 3), --batch N (default 500).
  */
 import { parseArgs } from 'node:util';
-import { pipeline as streamPipeline } from 'node:stream/promises';
-import { Readable } from 'node:stream';
 import { Logger } from '@aws-lambda-powertools/logger';
 import pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
 import { createPipelineHandler } from '../shared/lambda-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
@@ -30,7 +27,7 @@ import { PIPELINE_DEFINITIONS } from '../shared/pipeline-definitions.js';
 import type { KafkaRecord } from '../shared/types.js';
 import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
-import { APPS, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';
+import { APPS, copyBaseline, copyLine, createCopyBaseline, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -49,17 +46,6 @@ interface Batch {
   readonly rows: BoundRow<ReviewMessage>[];
 }
 
-/** COPY text-format escaping. */
-function copyValue(value: unknown): string {
-  if (value === null || value === undefined) return '\\N';
-  return String(value).replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
-}
-
-const COPY_COLUMNS = [
-  'review_id', 'application_id', 'user_name', 'content', 'score', 'thumbs_up_count', 'review_created_version',
-  'app_version', 'reviewed_at', 'reply_content', 'replied_at', 'last_synced_at', 'source_partition', 'source_offset',
-] as const;
-
 function buildBatches(): Batch[] {
   const batches: Batch[] = [];
   for (let start = 0; start < RECORDS; start += BATCH) {
@@ -77,12 +63,7 @@ function buildBatches(): Batch[] {
       if (!decoded.ok) throw new Error(`synthetic review ${index} does not decode: ${decoded.rejection.detail}`);
       const message: ReviewMessage = decoded.message;
       const applicationId = 1 + (index % APPS);
-      const row = [
-        message.review_id, applicationId, message.user_name, message.content, message.score, message.thumbs_up_count,
-        message.review_created_version, message.app_version, message.reviewed_at, message.reply_content,
-        message.replied_at, message.last_synced_at, partition, index,
-      ];
-      lines.push(row.map(copyValue).join('\t'));
+      lines.push(copyLine(message, applicationId, partition, index));
       rows.push({ message, applicationId: String(applicationId), record: records[i] as KafkaRecord });
     }
     batches.push({ event: buildKafkaEvent(records), copyText: `${lines.join('\n')}\n`, rows });
@@ -103,8 +84,7 @@ async function main(): Promise<void> {
     await prepareDatabase(url);
     const admin = new pg.Pool({ connectionString: url, max: 2 });
     // The physical baseline: an identical table, same defaults, CHECKs, indexes and foreign key.
-    await admin.query(`CREATE TABLE reviews_copy_baseline (LIKE reviews INCLUDING ALL);
-      ALTER TABLE reviews_copy_baseline ADD FOREIGN KEY (application_id) REFERENCES apps_registry_application (id)`);
+    await createCopyBaseline(admin);
 
     const handlerWith = (prepared: boolean) =>
       createPipelineHandler('reviews', {
@@ -120,13 +100,8 @@ async function main(): Promise<void> {
     };
     const copyClient = await admin.connect();
 
-    const copyAll = async () => {
-      for (const batch of batches) {
-        await copyClient.query('BEGIN');
-        await streamPipeline(Readable.from([batch.copyText]), copyClient.query(copyFrom(`COPY reviews_copy_baseline (${COPY_COLUMNS.join(', ')}) FROM STDIN`)));
-        await copyClient.query('COMMIT');
-      }
-    };
+    const copyTexts = batches.map((batch) => batch.copyText);
+    const copyAll = () => copyBaseline(copyClient, copyTexts);
     // The upsert statement alone on pre-decoded rows: what the SQL costs without decoding.
     const statementAll = async () => {
       for (const batch of batches) await upsertRows(copyClient, PIPELINE_DEFINITIONS.reviews.table, batch.rows);

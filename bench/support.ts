@@ -1,6 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { pipeline as streamPipeline } from 'node:stream/promises';
 import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import type { ReviewMessage } from '../shared/contracts/types.js';
 
 /** The server benchmarks use: `DATABASE_URL`, else the machine's PostgreSQL. */
 export function serverUrl(): string {
@@ -84,4 +88,43 @@ export async function prepareDatabase(url: string): Promise<void> {
     await client.end();
   }
   await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
+}
+
+/** The columns the COPY baseline fills: every column the reviews upsert writes. */
+export const COPY_COLUMNS = [
+  'review_id', 'application_id', 'user_name', 'content', 'score', 'thumbs_up_count', 'review_created_version',
+  'app_version', 'reviewed_at', 'reply_content', 'replied_at', 'last_synced_at', 'source_partition', 'source_offset',
+] as const;
+
+/** COPY text-format escaping. */
+function copyValue(value: unknown): string {
+  if (value === null || value === undefined) return '\\N';
+  return String(value).replace(/\\/g, '\\\\').replace(/\t/g, '\\t').replace(/\n/g, '\\n').replace(/\r/g, '\\r');
+}
+
+/** One COPY text line for a decoded review (the baseline stores exactly what the decoder produced). */
+export function copyLine(message: ReviewMessage, applicationId: number, partition: number, offset: number): string {
+  return [
+    message.review_id, applicationId, message.user_name, message.content, message.score, message.thumbs_up_count,
+    message.review_created_version, message.app_version, message.reviewed_at, message.reply_content,
+    message.replied_at, message.last_synced_at, partition, offset,
+  ].map(copyValue).join('\t');
+}
+
+/**
+ * PostgreSQL's physical baseline: `reviews_copy_baseline`, identical to `reviews` (same columns,
+ * defaults, CHECKs, indexes and foreign key).
+ */
+export async function createCopyBaseline(client: pg.ClientBase | pg.Pool): Promise<void> {
+  await client.query(`CREATE TABLE reviews_copy_baseline (LIKE reviews INCLUDING ALL);
+    ALTER TABLE reviews_copy_baseline ADD FOREIGN KEY (application_id) REFERENCES apps_registry_application (id)`);
+}
+
+/** COPYs `lines` into the baseline table, one transaction per chunk of lines (a pipeline batch). */
+export async function copyBaseline(client: pg.ClientBase, chunks: readonly string[]): Promise<void> {
+  for (const text of chunks) {
+    await client.query('BEGIN');
+    await streamPipeline(Readable.from([text]), client.query(copyFrom(`COPY reviews_copy_baseline (${COPY_COLUMNS.join(', ')}) FROM STDIN`)));
+    await client.query('COMMIT');
+  }
 }
