@@ -38,52 +38,6 @@ export function connectionConfig(settings: DatabaseSettings, overrides: Partial<
   return config;
 }
 
-const QUOTE_OR_BACKSLASH = /["\\]/;
-
-/**
- * `values` as the PostgreSQL array literal node-postgres itself sends for the array (every element
- * double-quoted, `"` and `\\` escaped, `NULL` unquoted: byte for byte what `pg`'s `prepareValue`
- * makes of it), or `values` unchanged when an element is anything but a string, number,
- * boolean, bigint or null (the driver serialises those). Built here because the driver runs two
- * regex replacements on every element, where a string without a quote or backslash needs none:
- * the unnest upserts send 14 such arrays of 500 elements per batch.
- */
-export function arrayLiteral(values: readonly unknown[]): string | readonly unknown[] {
-  let literal = '{';
-  for (let i = 0; i < values.length; i += 1) {
-    if (i > 0) literal += ',';
-    const value = values[i];
-    if (value === null || value === undefined) literal += 'NULL';
-    else if (typeof value === 'string') {
-      literal += QUOTE_OR_BACKSLASH.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : `"${value}"`;
-    } else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') literal += `"${String(value)}"`;
-    else return values;
-  }
-  return `${literal}}`;
-}
-
-function withArrayLiterals(value: unknown): unknown {
-  return Array.isArray(value) ? arrayLiteral(value) : value;
-}
-
-function isStatementWithValues(value: unknown): value is { values: unknown[] } {
-  return typeof value === 'object' && value !== null && 'text' in value && 'values' in value && Array.isArray(value.values);
-}
-
-/**
- * The pool's client: `query(text, values)` and `query({ name, text, values })` send array
- * parameters as `arrayLiteral` text, the same text the driver would make of them, only cheaper.
- * Every other form of `query` is the driver's own.
- */
-export class ArrayLiteralClient extends pg.Client {
-  // Overrides all of pg.Client's overloads; only `(text, values, ...)` is touched.
-  override query(...args: unknown[]): never {
-    if (typeof args[0] === 'string' && Array.isArray(args[1])) args[1] = args[1].map(withArrayLiterals);
-    else if (isStatementWithValues(args[0])) args[0] = { ...args[0], values: args[0].values.map(withArrayLiterals) };
-    return (pg.Client.prototype.query as (...args: unknown[]) => never).apply(this, args);
-  }
-}
-
 /**
  * One small pool per pipeline, so a reviews flood can never take network-metrics'
  * connections. Every query has a client-side timeout a little above the statement timeout
@@ -100,7 +54,6 @@ export function createPool(
     ...connectionConfig(settings),
     max: settings.poolMax,
     query_timeout: queryTimeoutMs(settings),
-    Client: ArrayLiteralClient,
     idleTimeoutMillis: 60_000,
     application_name: `storage-consumer/${name}`,
     ...overrides,

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { arrayLiteral } from './array-literal.js';
 import { isRefusedDataError } from './error-classes.js';
 import type { Queryable } from './queryable.js';
 import type { WriteOutcome } from './types.js';
@@ -87,7 +88,8 @@ export async function upsertRows<R>(
   options: UpsertOptions = {},
 ): Promise<WriteOutcome> {
   if (rows.length === 0) return { inserted: 0, updated: 0, skipped: 0 };
-  const parameters = table.columns.map((column) => rows.map(column.value));
+  // Array parameters go as literals built here (see arrayLiteral), the rest as the driver sends them.
+  const parameters = table.columns.map((column) => arrayLiteral(rows.map(column.value)));
   const { name, text } = preparedUpsert(table);
   const result = options.prepared
     ? await client.query<{ inserted: boolean }>({ name, text, values: parameters })

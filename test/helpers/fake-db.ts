@@ -3,11 +3,44 @@ import pg from 'pg';
 import type { QueryResult, QueryResultRow } from 'pg';
 import type { NamedStatement, Queryable } from '../../shared/queryable.js';
 
-/** One query a fake connection received, with the connection's number. */
+/**
+ * One query a fake connection received, with the connection's number. `values` are the
+ * parameters as PostgreSQL reads them: a parameter the text types as an array (`$3::text[]`)
+ * that was sent as an array literal is recorded as its elements (text, or null for NULL).
+ */
 export interface RecordedQuery {
   readonly client: number;
   readonly text: string;
   readonly values: readonly unknown[] | undefined;
+}
+
+/** The elements of a one-dimensional PostgreSQL array literal (`{"a",NULL,"b\\"c"}`). */
+export function parseArrayLiteral(literal: string): Array<string | null> {
+  const elements: Array<string | null> = [];
+  let at = 1;
+  while (at < literal.length - 1) {
+    if (literal[at] === '"') {
+      let element = '';
+      for (at += 1; literal[at] !== '"'; at += 1) element += literal[at] === '\\' ? literal[++at] : literal[at];
+      elements.push(element);
+      at += 1;
+    } else {
+      const end = literal.indexOf(',', at) < 0 ? literal.length - 1 : literal.indexOf(',', at);
+      const token = literal.slice(at, end);
+      elements.push(token === 'NULL' ? null : token);
+      at = end;
+    }
+    if (literal[at] === ',') at += 1;
+  }
+  return elements;
+}
+
+function asServerReadsThem(text: string, values: readonly unknown[] | undefined): readonly unknown[] | undefined {
+  if (values === undefined) return undefined;
+  const arrayParameters = new Set([...text.matchAll(/\$(\d+)::[a-z ]+\[\]/g)].map((match) => Number(match[1]) - 1));
+  return values.map((value, index) =>
+    arrayParameters.has(index) && typeof value === 'string' && value.startsWith('{') ? parseArrayLiteral(value) : value,
+  );
 }
 
 /**
@@ -54,7 +87,7 @@ export class FakeQueryable implements Queryable {
   ): Promise<QueryResult<R>> {
     const text = typeof textOrStatement === 'string' ? textOrStatement : textOrStatement.text;
     const values = typeof textOrStatement === 'string' ? maybeValues : textOrStatement.values;
-    const recorded: RecordedQuery = { client: this.id, text, values };
+    const recorded: RecordedQuery = { client: this.id, text, values: asServerReadsThem(text, values) };
     this.queries.push(recorded);
     this.log.push(recorded);
     const rows = (await this.respond(recorded)) ?? [];

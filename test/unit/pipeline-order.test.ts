@@ -341,7 +341,7 @@ describe('processBatch: fatal and refused', () => {
       'COMMIT#1',
     ]);
     expect(deadLetterRows()).toEqual([
-      { offsets: [6], reasons: ['rejected_by_database'], details: [expect.stringMatching(/^SQLSTATE 23514: .*reviews_score_check/)] },
+      { offsets: ['6'], reasons: ['rejected_by_database'], details: [expect.stringMatching(/^SQLSTATE 23514: .*reviews_score_check/)] },
     ]);
   });
 });

@@ -119,7 +119,8 @@ describe('upsertRows', () => {
       {
         client: 1,
         text: upsertStatement(readingsAppendOnly),
-        values: [[1, 2], ['s1', 's2'], [0.1, null], ['2026-11-30T06:00:00.000000+00:00', '2026-11-30T06:00:00.000000+00:00']],
+        // As PostgreSQL reads the array parameters: element text, NULL as null.
+        values: [['1', '2'], ['s1', 's2'], ['0.1', null], ['2026-11-30T06:00:00.000000+00:00', '2026-11-30T06:00:00.000000+00:00']],
       },
     ]);
   });
@@ -201,7 +202,7 @@ function transaction(refusedIds: ReadonlySet<number>, options: { code?: string; 
       throw injected;
     }
     if (query.text.startsWith('INSERT')) {
-      const ids = (query.values?.[0] ?? []) as number[];
+      const ids = ((query.values?.[0] ?? []) as string[]).map(Number);
       if (aborted) throw databaseError('25P02', 'current transaction is aborted');
       if (ids.some((id) => refusedIds.has(id))) {
         transcript.push(`INSERT ${ids.join(',')} refused`);
