@@ -320,6 +320,8 @@ async function drainRound(
 
       const started = performance.now();
       const host = spawnHost(brokers, url, run, topics);
+      let joinedAfter = Number.NaN;
+      void host.joined().then(() => (joinedAfter = (performance.now() - started) / 1000), () => undefined);
       let rate: number;
       let rss: number;
       let cpu: number;
@@ -332,7 +334,7 @@ async function drainRound(
         rate = REVIEWS / seconds;
         rss = await peakRssMb(host.host.pid as number);
         cpu = await cpuSeconds(host.host.pid as number);
-        console.log(`drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (host CPU ${cpu.toFixed(1)} s)`);
+        console.log(`drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (all pipelines joined after ${joinedAfter.toFixed(1)} s; host CPU ${cpu.toFixed(1)} s)`);
       } finally {
         await host.stop();
       }
