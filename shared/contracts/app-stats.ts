@@ -1,16 +1,9 @@
 import { z } from 'zod';
 import { createDecoder } from './decode.js';
-import {
-  currency,
-  finiteNumber,
-  histogram,
-  integer,
-  optional,
-  packageName,
-  price,
-  text,
-  timestamp,
-} from './primitives.js';
+import { optional } from './fields.js';
+import { finiteNumber, histogram, integer, price } from './numbers.js';
+import { currency, packageName, text } from './text.js';
+import { timestamp } from './timestamps.js';
 import type { AppStatsMessage, Decoder } from './types.js';
 
 const count = optional(integer('bigint', { min: 0 }));
@@ -25,6 +18,7 @@ export const appStatsSchema = z.object({
   min_installs: count,
   real_installs: count,
   histogram: optional(histogram),
+  // Exact decimal text with two decimals (`"4.99"`), never a rounded double.
   price: optional(price),
   currency: optional(currency),
   version: optional(text({ max: 64 })),

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Rejection, RejectionReason } from '../types.js';
-import { InexactNumber, unstorableTextProblem } from './primitives.js';
+import { InexactNumber } from './numbers.js';
+import { unstorableTextProblem } from './text.js';
 import type { DecodeResult, Decoder } from './types.js';
 
 /**

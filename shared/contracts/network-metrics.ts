@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { createDecoder } from './decode.js';
-import { finiteNumber, integer, optional, packageName, protocols, text, timestamp, uuid } from './primitives.js';
+import { optional } from './fields.js';
+import { finiteNumber, integer, protocols } from './numbers.js';
+import { packageName, text, uuid } from './text.js';
+import { timestamp } from './timestamps.js';
 import type { Decoder, NetworkMetricsMessage } from './types.js';
 
 const bigCount = integer('bigint', { min: 0 });

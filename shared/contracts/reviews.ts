@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { createDecoder } from './decode.js';
-import { integer, optional, packageName, text, timestamp } from './primitives.js';
+import { optional } from './fields.js';
+import { integer } from './numbers.js';
+import { packageName, text } from './text.js';
+import { timestamp } from './timestamps.js';
 import type { Decoder, ReviewMessage } from './types.js';
 
 const version = optional(text({ max: 64 }));

@@ -1,20 +1,8 @@
 import type { z } from 'zod';
 import { describe, expect, it } from 'vitest';
-import {
-  codePointsAtMost,
-  COLUMN_RANGES,
-  currency,
-  finiteNumber,
-  histogram,
-  InexactNumber,
-  integer,
-  optional,
-  packageName,
-  price,
-  protocols,
-  text,
-  uuid,
-} from '../../../shared/contracts/primitives.js';
+import { optional } from '../../../shared/contracts/fields.js';
+import { COLUMN_RANGES, finiteNumber, histogram, InexactNumber, integer, price, protocols } from '../../../shared/contracts/numbers.js';
+import { codePointsAtMost, currency, packageName, text, uuid } from '../../../shared/contracts/text.js';
 
 /** `ok <output as JSON>` or `<path>: <message>` of the first issue. */
 function outcome(schema: z.ZodType, input: unknown): string {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { civilFromDays, daysFromCivil, parseTimestamp, timestamp } from '../../../shared/contracts/primitives.js';
+import { civilFromDays, daysFromCivil, parseTimestamp, timestamp } from '../../../shared/contracts/timestamps.js';
 
 const FORMAT = 'must be a timestamp YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+HH:MM|-HH:MM]';
 const CALENDAR = 'must be a real calendar date and time';
