@@ -32,6 +32,7 @@ interface ReplayJson {
   pipeline: string;
   to: string;
   replayed: boolean;
+  skipped: number;
   before: PositionJson;
   after: PositionJson | null;
 }
@@ -137,27 +138,107 @@ describe('replay reviews', () => {
     expect(await reviewRows('replay')).toEqual(rowsBefore);
   });
 
-  it('--to latest skips what is on the topic (first deployment with a legacy backlog); the table shows before and after', async () => {
-    // Prepare: a backlog the pipeline should not consume
-    await produce(names.topics.reviews, jsonMessages(Array.from({ length: 6 }, (_, index) => ({ legacyCamelCase: index }))));
+  it('--to latest over an unconsumed backlog is refused without --allow-skip, naming each partition and the count; --dry-run changes nothing', async () => {
+    // Prepare: a backlog the pipeline should not consume (first deployment), two messages per partition
+    await produce(
+      names.topics.reviews,
+      [0, 1, 2].flatMap((partition) => jsonMessages([{ legacyCamelCase: partition }, { legacyCamelCase: partition + 10 }], { partition })),
+    );
     const before = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
     const ends = await endOffsets(admin, names.topics.reviews);
 
     // Act
-    const replayed = await runCli(['replay', 'reviews', '--to', 'latest'], env);
+    const refused = await runCli(['replay', 'reviews', '--to', 'latest'], env);
+    const dryRun = await runCli(['replay', 'reviews', '--to', 'latest', '--allow-skip', '--dry-run'], env);
+    const dryRunRefused = await runCli(['replay', 'reviews', '--to', 'latest', '--dry-run', '--json'], env);
+
+    // Assess: refused, every partition named with its count, nothing moved
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`replay would move group ${names.groups.reviews} forward past 6 message(s) it never consumed`);
+    for (const partition of [0, 1, 2]) {
+      const end = ends.get(partition) as bigint;
+      expect(refused.stderr).toContain(`partition ${partition}: 2 message(s) (offsets ${end - 2n} to ${end - 1n})`);
+    }
+    expect(refused.stderr).toContain('nothing was changed. Give --allow-skip');
+    expect(refused.stdout).toContain('not reset to latest:');
+    // The dry run prints before and after and changes nothing
+    expect(dryRun.code).toBe(0);
+    expect(dryRun.stdout).toContain('dry run, nothing changed: would reset to latest:');
+    const rows = tableRows(dryRun.stdout.slice(dryRun.stdout.indexOf('would reset')));
+    expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG', 'SKIPPED']);
+    expect(rows.slice(2)).toEqual(
+      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
+    );
+    expect(dryRunRefused.code).toBe(0);
+    expect(JSON.parse(dryRunRefused.stdout)).toMatchObject({ dryRun: true, replayed: false, skipped: 6, refusal: expect.stringContaining('--allow-skip'), after: null });
+    expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
+  });
+
+  it('--to latest --allow-skip skips the backlog; the table shows before and after', async () => {
+    // Prepare
+    const before = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
+    const ends = await endOffsets(admin, names.topics.reviews);
+
+    // Act
+    const replayed = await runCli(['replay', 'reviews', '--to', 'latest', '--allow-skip'], env);
     const lag = await runCli(['lag', '--pipeline', 'reviews', '--json'], env);
 
     // Assess
     expect(replayed.code).toBe(0);
     expect(replayed.stdout).toContain('reset to latest:');
     const rows = tableRows(replayed.stdout.slice(replayed.stdout.indexOf('reset to latest:')));
-    expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG']);
+    expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG', 'SKIPPED']);
     expect(rows.slice(2)).toEqual(
-      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0']),
+      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
     );
     const [group] = (JSON.parse(lag.stdout) as { groups: PositionJson[] }).groups;
     expect(group?.lag).toBe(0);
     expect(group?.partitions.map((partition) => partition.committed)).toEqual(asStrings(ends));
+  });
+
+  it('--partition N --to-offset X moves one partition: back freely, forward past one record only with --allow-skip', async () => {
+    // Prepare: partition 1's last message is a record to step over
+    const before = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
+    const end1 = (await endOffsets(admin, names.topics.reviews)).get(1) as bigint;
+    const back = (end1 - 1n).toString();
+
+    // Act: back one message on partition 1 (re-consumes it: safe)
+    const backwards = await runCli(['replay', 'reviews', '--partition', '1', '--to-offset', back, '--json'], env);
+    // forward again past that one record: refused, then with --allow-skip
+    const refused = await runCli(['replay', 'reviews', '--partition', '1', '--to-offset', end1.toString()], env);
+    const afterRefusal = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
+    const skipped = await runCli(['replay', 'reviews', '--partition', '1', '--to-offset', end1.toString(), '--allow-skip', '--json'], env);
+
+    // Assess
+    expect(backwards.code).toBe(0);
+    expect(JSON.parse(backwards.stdout)).toMatchObject({
+      to: `offset ${back}`,
+      partition: 1,
+      replayed: true,
+      skipped: 0,
+      plan: [{ partition: 1, before: end1.toString(), after: back, skipped: 0 }],
+    });
+    expect(afterRefusal).toEqual(new Map([...before, [1, end1 - 1n]]));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`forward past 1 message(s) it never consumed, which would then never be stored: partition 1: 1 message(s) (offsets ${back} to ${back})`);
+    expect(skipped.code).toBe(0);
+    expect(JSON.parse(skipped.stdout)).toMatchObject({ replayed: true, skipped: 1, plan: [{ partition: 1, before: back, after: end1.toString(), skipped: 1 }] });
+    expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
+  });
+
+  it('refuses an offset outside the partition (exit 1) and --to-offset without --partition (exit 2)', async () => {
+    const end0 = (await endOffsets(admin, names.topics.reviews)).get(0) as bigint;
+
+    const outside = await runCli(['replay', 'reviews', '--partition', '0', '--to-offset', (end0 + 1n).toString(), '--allow-skip'], env);
+    const noPartition = await runCli(['replay', 'reviews', '--partition', '7', '--to', 'earliest'], env);
+
+    expect(outside.code).toBe(1);
+    expect(outside.stderr).toContain(`offset ${end0 + 1n} is outside partition 0 of ${names.topics.reviews}: it holds offsets 0 to ${end0} (the end); nothing was changed`);
+    expect(noPartition.code).toBe(1);
+    expect(noPartition.stderr).toContain(`topic ${names.topics.reviews} has no partition 7 (partitions 0, 1, 2)`);
+    expect((await runCli(['replay', 'reviews', '--to-offset', '3'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'reviews', '--partition', '0', '--to-offset', '-1'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'reviews', '--partition', '0', '--to-offset', '3', '--to', 'latest'], env)).code).toBe(2);
   });
 });
 
@@ -176,10 +257,13 @@ describe('replay to a timestamp', () => {
       })),
     );
 
-    // Act
-    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--json'], env);
+    // Act: the group never committed, so it would read from offset 0: moving to 5 skips 0-4
+    const refused = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30'], env);
+    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--json'], env);
 
     // Assess
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('forward past 5 message(s) it never consumed, which would then never be stored: partition 0: 5 message(s) (offsets 0 to 4)');
     expect(replayed.code).toBe(0);
     const report = JSON.parse(replayed.stdout) as ReplayJson;
     expect(report.to).toBe('2026-11-30T06:00:05.000Z');
@@ -187,6 +271,7 @@ describe('replay to a timestamp', () => {
     expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['5', '0', '0']);
     const [end] = await admin.fetchTopicOffsets(names.topics.reviews).then((offsets) => offsets.filter((offset) => offset.partition === 0));
     expect(report.after?.lag).toBe(Number(end?.high) - 5);
+    expect(report.skipped).toBe(5);
   });
 
   it('refuses a bad pipeline or target before touching Kafka (exit 2)', async () => {
