@@ -1,7 +1,8 @@
 import type { KafkaMessage } from 'kafkajs';
-import { buildKafkaEvent, eventSizeBytes } from '../shared/kafka-event-builder.js';
+import { buildKafkaEvent, eventSizeBytes, eventTimestamp } from '../shared/kafka-event-builder.js';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
+import { wireRecordOf } from './kafka-wire-records.js';
 
 /** What kafkajs' `eachBatch` hands over for one partition, as plain data. */
 export interface PolledBatch {
@@ -53,8 +54,14 @@ const RECORD_SKELETON = Buffer.byteLength('{"topic":,"partition":,"offset":,"tim
 const KEY_FIELD = Buffer.byteLength(',"key":');
 const TIMESTAMP_TYPE = 'CREATE_TIME';
 
-/** kafkajs groups repeated header names into arrays; the event lists one entry per value. */
+/**
+ * kafkajs groups repeated header names into arrays; the event lists one entry per header, in
+ * wire order, which host/kafka-wire-records.ts recovers. Without it (a message not decoded
+ * through it) the grouped order is the best there is.
+ */
 function headersOf(message: KafkaMessage): NonNullable<SourceRecord['headers']> {
+  const wire = wireRecordOf(message);
+  if (wire) return wire.headers;
   const headers: Array<{ name: string; value: Buffer | string | null }> = [];
   for (const [name, value] of Object.entries(message.headers ?? {})) {
     if (value === undefined) continue;
@@ -70,7 +77,7 @@ export function toSourceRecord(topic: string, partition: number, message: KafkaM
     partition,
     offset: message.offset,
     timestamp: message.timestamp,
-    timestampType: TIMESTAMP_TYPE,
+    timestampType: wireRecordOf(message)?.timestampType ?? TIMESTAMP_TYPE,
     key: message.key,
     value: message.value,
     headers: headersOf(message),
@@ -94,14 +101,18 @@ export function recordJsonBytes(record: SourceRecord): number {
     jsonBytes(record.topic) +
     String(record.partition).length +
     String(record.offset).trim().length +
-    String(record.timestamp).trim().length +
+    String(eventTimestamp(record.timestamp)).length +
     jsonBytes(record.timestampType ?? TIMESTAMP_TYPE) +
     (record.value === null ? 4 : 2 + base64Length(record.value.length));
   if (record.key !== null) size += KEY_FIELD + 2 + base64Length(record.key.length);
   const headers = record.headers ?? [];
   size += Math.max(0, headers.length - 1);
   for (const header of headers) {
-    const value = header.value === null ? Buffer.alloc(0) : Buffer.isBuffer(header.value) ? header.value : Buffer.from(header.value, 'utf8');
+    if (header.value === null) {
+      size += 2; // {}
+      continue;
+    }
+    const value = Buffer.isBuffer(header.value) ? header.value : Buffer.from(header.value, 'utf8');
     size += 1 + jsonBytes(header.name) + 2 + signedByteDigits(value) + 2; // {"name":[...]}
   }
   return size;

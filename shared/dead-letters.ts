@@ -81,9 +81,10 @@ export const deadLetterTable: TableDescription<DeadLetterRow> = {
     {
       name: 'kafka_timestamp',
       type: 'bigint',
-      select: 'to_timestamp(input.kafka_timestamp / 1000.0)',
-      // Kafka uses -1 for "no timestamp".
-      value: (row) => (row.record.timestamp >= 0 ? row.record.timestamp : null),
+      // Exact to the millisecond for every safe integer (to_timestamp of a fraction rounds far out).
+      select: "to_timestamp(div(input.kafka_timestamp, 1000)) + mod(input.kafka_timestamp, 1000) * interval '1 millisecond'",
+      // NULL when there is no exact timestamp: absent, -1 (Kafka's "none"), beyond 2^53.
+      value: ({ record }) => (record.timestamp !== null && record.timestamp >= 0 ? record.timestamp : null),
     },
     { name: 'message_key', type: 'bytea', value: (row) => row.record.key },
     { name: 'payload', type: 'bytea', value: (row) => row.payload },

@@ -6,11 +6,13 @@ export interface SourceRecord {
   readonly partition: number;
   /** Kafka clients give offsets as strings; they must be safe integers to enter a Lambda event. */
   readonly offset: string | number;
-  /** Milliseconds since the epoch. */
+  /** Milliseconds since the epoch, any int64 Kafka carries (-1: none), as a decimal string or a number. */
   readonly timestamp: string | number;
-  readonly timestampType?: 'CREATE_TIME' | 'LOG_APPEND_TIME';
+  /** `CREATE_TIME` (the default) or `LOG_APPEND_TIME`, as Java's `TimestampType` names them. */
+  readonly timestampType?: string;
   readonly key: Buffer | null;
   readonly value: Buffer | null;
+  /** In wire order; a `null` value is a header whose value is null. */
   readonly headers?: ReadonlyArray<{ readonly name: string; readonly value: Buffer | string | null }>;
 }
 
@@ -29,17 +31,36 @@ function toSafeInteger(value: string | number, what: string): number {
   return number;
 }
 
+const INT64_LIMIT = 2 ** 63;
+
+/**
+ * The timestamp as the event carries it: the JSON number AWS writes for the record's int64.
+ * Beyond 2^53 a JavaScript number cannot hold the digits exactly, but it is the very value
+ * the handler's JSON.parse would make of AWS's digits (and which it stores as NULL); anything
+ * that is not an integer at all becomes -1, Kafka's "none". Never throws.
+ */
+export function eventTimestamp(value: string | number): number {
+  const number = typeof value === 'number' ? value : /^\s*-?\d+\s*$/.test(value) ? Number(value) : Number.NaN;
+  return Number.isInteger(number) && Math.abs(number) <= INT64_LIMIT ? number : -1;
+}
+
 /** Signed bytes, as AWS sends header values (-128..127). */
-function signedBytes(value: Buffer | string | null): number[] {
-  const bytes = value === null ? Buffer.alloc(0) : Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8');
+function signedBytes(value: Buffer | string): number[] {
+  const bytes = Buffer.isBuffer(value) ? value : Buffer.from(value, 'utf8');
   return Array.from(bytes, (byte) => (byte > 127 ? byte - 256 : byte));
+}
+
+/** One header as AWS writes it; a null value becomes `{}` (AWS drops the null entry, name and all). */
+function eventHeader(header: { readonly name: string; readonly value: Buffer | string | null }): Record<string, number[]> {
+  return header.value === null ? {} : { [header.name]: signedBytes(header.value) };
 }
 
 /**
  * Builds the exact Lambda Kafka event an event source mapping would send for `records`:
  * records grouped under `"<topic>-<partition>"` in order, base64 key and value, headers as
- * signed byte arrays, timestamps and timestampType. Offsets that are not safe integers are
- * refused here rather than rounded.
+ * signed byte arrays (`{}` for a null value), timestamps and timestampType. Offsets that are
+ * not safe integers are refused here rather than rounded; every other field is data and is
+ * carried as AWS would carry it, whatever it holds.
  */
 export function buildKafkaEvent(records: readonly SourceRecord[], options: EventSourceOptions = {}): KafkaEvent {
   const grouped: Record<string, KafkaEventRecord[]> = {};
@@ -50,11 +71,11 @@ export function buildKafkaEvent(records: readonly SourceRecord[], options: Event
       topic: record.topic,
       partition: record.partition,
       offset: toSafeInteger(record.offset, 'offset'),
-      timestamp: toSafeInteger(record.timestamp, 'timestamp'),
+      timestamp: eventTimestamp(record.timestamp),
       timestampType: record.timestampType ?? 'CREATE_TIME',
       ...(record.key === null ? {} : { key: record.key.toString('base64') }),
       value: record.value === null ? null : record.value.toString('base64'),
-      headers: (record.headers ?? []).map((header) => ({ [header.name]: signedBytes(header.value) })),
+      headers: (record.headers ?? []).map(eventHeader),
     });
   }
   const eventSource = options.eventSource ?? 'SelfManagedKafka';

@@ -12,7 +12,10 @@ export interface KafkaEvent {
   readonly records: Readonly<Record<string, readonly KafkaEventRecord[]>>;
 }
 
-/** One record of the event as AWS sends it: base64 key and value, headers as byte arrays. */
+/**
+ * One record of the event as AWS sends it: base64 key and value, headers as byte arrays (a
+ * header whose value is null is `{}`: AWS drops the null entry and with it the name).
+ */
 export interface KafkaEventRecord {
   readonly topic: string;
   readonly partition: number;
@@ -34,38 +37,84 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function optionalString(value: unknown, where: string): string | null {
-  if (value === undefined || value === null) return null;
-  return typeof value === 'string' ? value : invalid(where, 'must be a base64 string');
+const EMPTY = Buffer.alloc(0);
+
+/** A field's JSON text, for a field that is not what AWS sends (never throws). */
+function jsonText(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
 }
 
-function toHeaders(headers: unknown, where: string): KafkaHeader[] {
-  if (headers === undefined || headers === null) return [];
-  if (!Array.isArray(headers)) invalid(where, 'must be an array');
-  const result: KafkaHeader[] = [];
-  for (const header of headers) {
-    if (!isObject(header)) invalid(where, 'each header must be an object');
-    for (const [name, bytes] of Object.entries(header)) {
-      if (!Array.isArray(bytes)) invalid(`${where}.${name}`, 'must be an array of bytes');
-      const value = Buffer.allocUnsafe(bytes.length);
-      for (let i = 0; i < bytes.length; i += 1) {
-        const byte: unknown = bytes[i];
-        // AWS sends header bytes as SIGNED values (-128..127); accept unsigned too.
-        if (typeof byte !== 'number' || !Number.isInteger(byte) || byte < -128 || byte > 255) {
-          invalid(`${where}.${name}`, 'must hold bytes (-128..255)');
-        }
-        value[i] = byte & 0xff;
-      }
-      result.push({ name, value });
+/** Milliseconds since the epoch when the event holds an exact, non-negative one; else null. */
+function eventTimestamp(value: unknown): number | null {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+}
+
+/**
+ * A base64 key or value: bytes, or null when absent. Anything else (AWS never sends it) keeps
+ * its JSON text as bytes and is reported, so the record can end as a dead letter.
+ */
+function envelopeBytes(value: unknown): { bytes: Buffer | null; malformed: boolean } {
+  if (value === undefined || value === null) return { bytes: null, malformed: false };
+  if (typeof value === 'string') return { bytes: Buffer.from(value, 'base64'), malformed: false };
+  return { bytes: Buffer.from(jsonText(value), 'utf8'), malformed: true };
+}
+
+/**
+ * A header value: bytes sent SIGNED (-128..127, as AWS does) or unsigned; `{}` or null (how a
+ * null value arrives) is empty. Anything else is kept as the bytes of its JSON text: headers
+ * are data, never a reason to refuse the record.
+ */
+function headerBytes(value: unknown): Buffer {
+  if (value === undefined || value === null) return EMPTY;
+  if (Array.isArray(value)) {
+    const bytes = Buffer.allocUnsafe(value.length);
+    let valid = true;
+    for (let i = 0; i < value.length && valid; i += 1) {
+      const byte: unknown = value[i];
+      valid = typeof byte === 'number' && Number.isInteger(byte) && byte >= -128 && byte <= 255;
+      bytes[i] = (byte as number) & 0xff;
     }
+    if (valid) return bytes;
+  } else if (isObject(value) && Object.keys(value).length === 0) return EMPTY;
+  return Buffer.from(typeof value === 'string' ? value : jsonText(value), 'utf8');
+}
+
+/**
+ * Headers in order, one per name of each header object (AWS sends one). A header object
+ * without a name (`{}`, how AWS sends a header whose value is null) or a header that is not
+ * an object at all is kept with an empty name, so no header silently disappears.
+ */
+function toHeaders(headers: unknown): KafkaHeader[] {
+  if (headers === undefined || headers === null) return [];
+  const list: readonly unknown[] = Array.isArray(headers) ? headers : [headers];
+  const result: KafkaHeader[] = [];
+  for (const header of list) {
+    if (!isObject(header)) {
+      result.push({ name: '', value: headerBytes(header) });
+      continue;
+    }
+    let named = false;
+    for (const [name, value] of Object.entries(header)) {
+      named = true;
+      result.push({ name, value: headerBytes(value) });
+    }
+    if (!named) result.push({ name: '', value: EMPTY });
   }
   return result;
 }
 
+/**
+ * One record. Only its coordinates (topic, partition, offset, and the partition key it is
+ * listed under) can refuse the event; every other field is data and never throws.
+ */
 function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecord {
   const where = `records.${partitionKey}.${index}`;
   if (!isObject(raw)) invalid(where, 'must be an object');
-  const { topic, partition, offset, timestamp, timestampType } = raw;
+  const { topic, partition, offset } = raw;
   if (typeof topic !== 'string' || topic.length === 0) invalid(`${where}.topic`, 'must be a non-empty string');
   if (typeof partition !== 'number' || !Number.isInteger(partition) || partition < 0 || partition > 2_147_483_647) {
     invalid(`${where}.partition`, 'must be an integer >= 0');
@@ -73,29 +122,32 @@ function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecor
   if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0) {
     invalid(`${where}.offset`, 'must be a safe integer >= 0');
   }
-  if (typeof timestamp !== 'number' || !Number.isSafeInteger(timestamp)) invalid(`${where}.timestamp`, 'must be a safe integer');
-  if (typeof timestampType !== 'string') invalid(`${where}.timestampType`, 'must be a string');
   if (`${topic}-${partition}` !== partitionKey) {
     throw new InvalidEventError(`record ${topic}-${partition}@${offset} is listed under "${partitionKey}"`);
   }
-  const key = optionalString(raw.key, `${where}.key`);
-  const value = optionalString(raw.value, `${where}.value`);
+  const key = envelopeBytes(raw.key);
+  const value = envelopeBytes(raw.value);
   return {
     topic,
     partition,
     offset,
-    timestamp,
-    timestampType,
-    key: key === null ? null : Buffer.from(key, 'base64'),
-    value: value === null ? null : Buffer.from(value, 'base64'),
-    headers: toHeaders(raw.headers, `${where}.headers`),
+    timestamp: eventTimestamp(raw.timestamp),
+    timestampType: typeof raw.timestampType === 'string' ? raw.timestampType : null,
+    key: key.bytes,
+    value: value.bytes,
+    headers: toHeaders(raw.headers),
+    ...(value.malformed
+      ? { rejection: { reason: 'invalid_encoding', detail: `the event carries the value as ${Array.isArray(raw.value) ? 'an array' : typeof raw.value}, not a base64 string` } }
+      : {}),
   };
 }
 
 /**
- * Parses a Lambda Kafka event into records, in event order. A malformed event (not one bad
- * record: the event itself) is an InvalidEventError, which is fatal. Offsets stay JSON
- * numbers that were checked to be safe integers, so nothing here can round them.
+ * Parses a Lambda Kafka event into records, in event order. Only an event that is not a Kafka
+ * event as a whole (no `records`, a record without topic, partition or offset) is an
+ * InvalidEventError, which is fatal; whatever else a record's envelope holds, the record is
+ * returned, to end as a row or a dead letter. Offsets stay JSON numbers that were checked to
+ * be safe integers, so nothing here can round them.
  */
 export function parseKafkaEvent(event: unknown): KafkaRecord[] {
   if (!isObject(event)) invalid('(root)', 'must be an object');

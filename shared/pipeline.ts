@@ -169,7 +169,7 @@ function decodeAll<M extends { readonly package_name: string }>(
   const messages: Decoded<M>[] = [];
   const rejections: DeadLetter[] = [];
   for (const record of records) {
-    const result: DecodeResult<M> = definition.decode(record.value);
+    const result: DecodeResult<M> = record.rejection ? { ok: false, rejection: record.rejection } : definition.decode(record.value);
     if (result.ok) messages.push({ record, message: result.message });
     else rejections.push({ pipeline: definition.name, record, rejection: result.rejection });
   }

@@ -4,13 +4,23 @@ export interface KafkaRecord {
   readonly partition: number;
   /** A safe integer, checked when the event was parsed. */
   readonly offset: number;
-  /** Milliseconds since the epoch, as Kafka (and the Lambda event) carries it. */
-  readonly timestamp: number;
-  readonly timestampType: string;
+  /**
+   * Milliseconds since the epoch, as Kafka (and the Lambda event) carries it; `null` when the
+   * event holds none that is exact: absent, negative (-1 is Kafka's "none"), beyond 2^53 - 1
+   * (a producer writing nanoseconds) or not an integer.
+   */
+  readonly timestamp: number | null;
+  /** `CREATE_TIME`, `LOG_APPEND_TIME`, ... as the event says; `null` when it is not a string. */
+  readonly timestampType: string | null;
   readonly key: Buffer | null;
   /** Raw value bytes; `null` for a tombstone / null value. */
   readonly value: Buffer | null;
   readonly headers: readonly KafkaHeader[];
+  /**
+   * Set when the event's envelope already rules the record out (its value is not a base64
+   * string): the record is dead-lettered with this rejection instead of being decoded.
+   */
+  readonly rejection?: Rejection;
 }
 
 /** One header, in order, with its raw bytes. */

@@ -143,8 +143,13 @@ export function spawnHost(env: Record<string, string>, command: HostCommand = SO
 
 /** Kills (SIGKILL) every host child process still running; for `afterAll`. */
 export async function killAllHosts(): Promise<void> {
+  await killChildProcesses(children);
+}
+
+/** Kills (SIGKILL) each of `processes` still running and resolves once they have all exited. */
+export async function killChildProcesses(processes: Iterable<ChildProcess>): Promise<void> {
   await Promise.all(
-    [...children].map(
+    [...processes].map(
       (child) =>
         new Promise<void>((resolve) => {
           if (child.exitCode !== null || child.signalCode !== null) return resolve();

@@ -29,12 +29,15 @@ describe('recordJsonBytes', () => {
           topic: fc.stringMatching(/^[a-zA-Z0-9._-]{1,20}$/),
           partition: fc.integer({ min: 0, max: 100_000 }),
           offset: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
-          timestamp: fc.integer({ min: 0, max: 4_102_444_800_000 }),
+          // Any int64 Kafka can carry: -1, beyond 2^53 ... (kafkajs hands them over as strings)
+          timestamp: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+          timestampType: fc.constantFrom('CREATE_TIME', 'LOG_APPEND_TIME'),
           key: fc.option(bytes),
           value: fc.option(bytes),
-          headers: fc.array(fc.record({ name: fc.string({ maxLength: 10 }), value: fc.oneof(bytes, fc.string({ maxLength: 10 })) }), {
-            maxLength: 4,
-          }),
+          headers: fc.array(
+            fc.record({ name: fc.string({ maxLength: 10 }), value: fc.oneof(bytes, fc.string({ maxLength: 10 }), fc.constant(null)) }),
+            { maxLength: 4 },
+          ),
         }),
         (record) => {
           // Prepare
@@ -136,6 +139,20 @@ describe('cutBatch', () => {
       },
     ]);
     expect(toSourceRecord('t', 1, record).headers).toHaveLength(2);
+  });
+
+  it('cuts records with any timestamp into events without throwing; the handler reads the inexact ones as NULL', () => {
+    // Prepare
+    const timestamps = ['9223372036854775807', '-1', '-9223372036854775808', '9007199254740993', '1764482400000'];
+    const messages = timestamps.map((timestamp, index) => message(index, '{}', { timestamp }));
+
+    // Act
+    const [hostEvent] = cutBatch({ topic: 't', partition: 0, messages, lastOffset: '4' }, { batchSize: 10, maxEventBytes: 6_291_456, source });
+
+    // Assess
+    const parsed = parseKafkaEvent(JSON.parse(JSON.stringify(hostEvent?.event)));
+    expect(parsed.map((record) => record.timestamp)).toEqual([null, null, null, null, 1_764_482_400_000]);
+    expect(hostEvent?.bytes).toBe(eventSizeBytes(hostEvent!.event));
   });
 
   it('returns no event for an empty batch', () => {

@@ -147,15 +147,126 @@ describe('parseKafkaEvent', () => {
     expect(fromUnsigned?.headers).toEqual([{ name: 'name-é', value: expected }]);
   });
 
-  it.each([[[-129]], [[256]], [[1.5]], [['a']]])('refuses header byte %j', (bytes) => {
+  it.each([
+    ['a byte out of range', [-129], '[-129]'],
+    ['a byte above 255', [256], '[256]'],
+    ['a fraction', [1.5], '[1.5]'],
+    ['a string element', ['a'], '["a"]'],
+    ['a string', 'plain', 'plain'],
+    ['a number', 7, '7'],
+  ])('keeps a header value holding %s as the bytes of its JSON text, never refusing the event', (_label, value, stored) => {
     // Prepare
-    const event = awsEvent({ 'reviews-2': [awsRecord({ headers: [{ trace: bytes }] })] });
+    const event = awsEvent({ 'reviews-2': [awsRecord({ headers: [{ trace: value }] })] });
 
     // Act
-    const action = () => parseKafkaEvent(event);
+    const [record] = parseKafkaEvent(event);
 
     // Assess
-    expect(action).toThrow(InvalidEventError);
+    expect(record?.headers).toEqual([{ name: 'trace', value: Buffer.from(stored) }]);
+  });
+
+  it('stores a null header value, sent by AWS as {} (or null), as an empty value in its place', () => {
+    // Prepare
+    const event = awsEvent({
+      'reviews-2': [awsRecord({ headers: [{ trace: [49] }, {}, { other: {} }, { gone: null }, null, { trace: [51] }] })],
+    });
+
+    // Act
+    const [record] = parseKafkaEvent(event);
+
+    // Assess
+    expect(record?.headers).toEqual([
+      { name: 'trace', value: Buffer.from('1') },
+      { name: '', value: Buffer.alloc(0) },
+      { name: 'other', value: Buffer.alloc(0) },
+      { name: 'gone', value: Buffer.alloc(0) },
+      { name: '', value: Buffer.alloc(0) },
+      { name: 'trace', value: Buffer.from('3') },
+    ]);
+  });
+
+  it.each([
+    ['absent', undefined, null],
+    ['null', null, null],
+    ["-1, Kafka's none", -1, null],
+    ['another negative', -5, null],
+    ['2^53, beyond exact', 2 ** 53, null],
+    ['the largest int64, as JSON.parse reads it', JSON.parse('9223372036854775807') as number, null],
+    ['a numeric string', '1796018400000', null],
+    ['a fraction', 1.5, null],
+    ['an object', { ms: 1 }, null],
+    ['zero', 0, 0],
+    ['the largest safe integer', Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  ])('reads a timestamp that is %s as %j, and keeps the record', (_label, timestamp, expected) => {
+    // Prepare
+    const event = awsEvent({ 'reviews-2': [awsRecord({ timestamp })] });
+
+    // Act
+    const [record] = parseKafkaEvent(event);
+
+    // Assess
+    expect(record?.timestamp).toBe(expected);
+    expect(record?.value).toEqual(Buffer.from('{"review_id":"gp:AOqpTOEx3k1s9QeV"}'));
+  });
+
+  it.each([['LOG_APPEND_TIME'], ['NO_TIMESTAMP_TYPE'], ['whatever'], [7], [null], [undefined]])('accepts timestampType %j', (timestampType) => {
+    // Act
+    const [record] = parseKafkaEvent(awsEvent({ 'reviews-2': [awsRecord({ timestampType })] }));
+
+    // Assess
+    expect(record?.timestampType).toBe(typeof timestampType === 'string' ? timestampType : null);
+  });
+
+  it('rules a record out (never the event) when its value is not a base64 string, keeping the JSON text as its payload', () => {
+    // Prepare
+    const event = awsEvent({ 'reviews-2': [awsRecord({ value: { not: 'base64' } }), awsRecord({ offset: 1235, key: 42 })] });
+
+    // Act
+    const [badValue, badKey] = parseKafkaEvent(event);
+
+    // Assess
+    expect(badValue?.value).toEqual(Buffer.from('{"not":"base64"}'));
+    expect(badValue?.rejection).toEqual({ reason: 'invalid_encoding', detail: 'the event carries the value as object, not a base64 string' });
+    expect(badKey?.key).toEqual(Buffer.from('42'));
+    expect(badKey?.rejection).toBeUndefined();
+  });
+
+  it('never throws for a well-formed event whatever the envelope fields hold, and returns every record in place', () => {
+    const anything = fc.oneof(
+      fc.constant(undefined),
+      fc.jsonValue(),
+      fc.base64String(),
+      fc.array(fc.integer({ min: -300, max: 300 })),
+      fc.constantFrom(-1, 2 ** 53, Number.MAX_SAFE_INTEGER, 1e300, 'CREATE_TIME', 'LOG_APPEND_TIME', {}),
+    );
+    const header = fc.oneof(
+      fc.dictionary(fc.string({ maxLength: 6 }), fc.oneof(fc.array(fc.integer({ min: -128, max: 255 })), anything), { maxKeys: 2 }),
+      anything,
+    );
+    const envelope = fc.record(
+      { timestamp: anything, timestampType: anything, key: anything, value: anything, headers: fc.oneof(anything, fc.array(header, { maxLength: 5 })) },
+      { requiredKeys: [] },
+    );
+
+    fc.assert(
+      fc.property(fc.array(envelope, { maxLength: 6 }), (envelopes) => {
+        // Prepare: sent through JSON, as the Lambda runtime hands it over
+        const records = envelopes.map((fields, index) => ({ ...fields, topic: 'reviews', partition: 2, offset: 100 + index }));
+        const event = JSON.parse(JSON.stringify(awsEvent({ 'reviews-2': records }))) as unknown;
+
+        // Act
+        const parsed = parseKafkaEvent(event);
+
+        // Assess
+        expect(parsed.map((record) => record.offset)).toEqual(records.map((record) => record.offset));
+        for (const record of parsed) {
+          expect(record.timestamp === null || (Number.isSafeInteger(record.timestamp) && record.timestamp >= 0)).toBe(true);
+          expect(record.value === null || Buffer.isBuffer(record.value)).toBe(true);
+          for (const { name, value } of record.headers) expect(typeof name === 'string' && Buffer.isBuffer(value)).toBe(true);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('keeps repeated header names and their order', () => {
@@ -350,7 +461,7 @@ describe('buildKafkaEvent', () => {
             timestampType: 'LOG_APPEND_TIME',
             key: b64('com.example.weather'),
             value: b64('{"package_name":"com.example.weather"}'),
-            headers: [{ empty: [] }],
+            headers: [{}],
           },
         ],
         'app-stats-0': [
@@ -386,6 +497,23 @@ describe('buildKafkaEvent', () => {
 
     // Assess
     expect(record?.offset).toBe(Number.MAX_SAFE_INTEGER);
+  });
+
+  it.each([
+    ["-1, Kafka's none", '-1', -1],
+    ['the largest int64, which only AWS can write exactly', '9223372036854775807', 2 ** 63],
+    ['the smallest int64', '-9223372036854775808', -(2 ** 63)],
+    ['2^53 + 1', '9007199254740993', 9007199254740992],
+    ['not a number', 'soon', -1],
+    ['empty', '', -1],
+  ])('carries timestamp %s as AWS would, never throwing, and the parser reads it as NULL', (_label, timestamp, carried) => {
+    // Act
+    const event = buildKafkaEvent([source({ timestamp })]);
+    const [record] = parseKafkaEvent(JSON.parse(JSON.stringify(event)));
+
+    // Assess
+    expect(event.records['app-stats-1']?.[0]?.timestamp).toBe(carried);
+    expect(record?.timestamp).toBeNull();
   });
 
   it.each([

@@ -1,0 +1,101 @@
+/**
+ * What kafkajs' record decoding loses, put back: the headers of a record in wire order.
+ *
+ * kafkajs reads a record's headers as a list, then folds them into an object keyed by name
+ * (`{trace: [1, 3], other: 2}`), so `trace=1, other=2, trace=3` comes out as
+ * `trace=1, trace=3, other=2` and the interleaving is gone (SPEC section 6 stores headers in
+ * order). It also drops the batch's timestamp type from the message it hands over.
+ *
+ * kafkajs' decoding is open CommonJS code, loaded lazily: the record batch decoder
+ * (`protocol/recordBatch/v0/decoder.js`) is `require`d by the Fetch responses at the first
+ * fetch and captures the record decoder (`protocol/recordBatch/record/v0/decoder.js`) then.
+ * Importing this module replaces the record decoder's export in Node's module cache with a
+ * wrapper: it calls kafkajs' own decoder unchanged (every field it returns stays as it was),
+ * and catches the header list at the one place it exists, the record decoder's
+ * `readVarIntArray` call, by overriding that method on the record's own `Decoder` instance
+ * (a fresh one per record; nothing global changes). The ordered headers and the timestamp
+ * type ride on the message under a symbol, read with {@link wireRecordOf}. Should the batch
+ * decoder already be cached (a consumer fetched before this import), its cache entry and
+ * those of the modules that captured it are dropped, so the next fetch loads them anew with
+ * the wrapper: the order of imports never matters.
+ *
+ * kafkajs is pinned (package.json); test/unit/kafka-wire-records.test.ts decodes a real
+ * record batch encoded by kafkajs to hold this to it.
+ */
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { KafkaMessage } from 'kafkajs';
+
+/** A header as it was on the wire; `value` is null for a null header value. */
+export interface WireHeader {
+  readonly name: string;
+  readonly value: Buffer | null;
+}
+
+/** What the wrapper adds to each record kafkajs decodes. */
+export interface WireRecord {
+  readonly headers: readonly WireHeader[];
+  readonly timestampType: 'CREATE_TIME' | 'LOG_APPEND_TIME';
+}
+
+// Symbol.for: one key even if this module is evaluated twice in a process (test runners).
+const WIRE = Symbol.for('storage-consumer.kafka-wire-record');
+const INSTALLED = Symbol.for('storage-consumer.kafka-wire-record-decoder');
+
+// kafkajs' TimestampTypes.LOG_APPEND_TIME.
+const LOG_APPEND_TIME = 1;
+
+type Reader = (decoder: KafkajsDecoder) => unknown;
+interface KafkajsDecoder {
+  readVarIntArray(reader: Reader): unknown[];
+}
+type RecordDecoder = ((decoder: KafkajsDecoder, context?: { timestampType?: number }) => Record<PropertyKey, unknown>) & {
+  [INSTALLED]?: true;
+};
+
+const require = createRequire(import.meta.url);
+const protocol = join(dirname(require.resolve('kafkajs')), 'src', 'protocol');
+const RECORD_DECODER = join(protocol, 'recordBatch', 'record', 'v0', 'decoder.js');
+const HEADER_DECODER = join(protocol, 'recordBatch', 'header', 'v0', 'decoder.js');
+// Modules that capture the record decoder, directly or through one another, when loaded.
+const CAPTURING = [join(protocol, 'recordBatch', 'v0', 'decoder.js'), join(protocol, 'requests', 'fetch', 'v4', 'decodeMessages.js')];
+const FETCH_RESPONSES = join(protocol, 'requests', 'fetch');
+
+/** The ordered headers and timestamp type of a message kafkajs decoded, if the wrapper saw it. */
+export function wireRecordOf(message: KafkaMessage): WireRecord | undefined {
+  return (message as unknown as Record<symbol, WireRecord | undefined>)[WIRE];
+}
+
+function install(): void {
+  const original = require(RECORD_DECODER) as RecordDecoder;
+  if (original[INSTALLED]) return;
+  const headerDecoder = require(HEADER_DECODER) as Reader;
+  const wrapper: RecordDecoder = (decoder, context = {}) => {
+    let headers: unknown[] | undefined;
+    decoder.readVarIntArray = function (this: KafkajsDecoder, reader: Reader) {
+      const list = Object.getPrototypeOf(this).readVarIntArray.call(this, reader) as unknown[];
+      if (reader === headerDecoder) headers = list;
+      return list;
+    };
+    const record = original(decoder, context);
+    Object.defineProperty(record, WIRE, {
+      value: {
+        headers: (headers ?? []).map((header) => {
+          const { key, value } = header as { key: string; value: Buffer | null };
+          return { name: key, value };
+        }),
+        timestampType: context.timestampType === LOG_APPEND_TIME ? 'LOG_APPEND_TIME' : 'CREATE_TIME',
+      } satisfies WireRecord,
+    });
+    return record;
+  };
+  wrapper[INSTALLED] = true;
+  const cached = require.cache[RECORD_DECODER];
+  if (cached === undefined) throw new Error(`kafkajs' record decoder is not in the module cache (${RECORD_DECODER})`);
+  cached.exports = wrapper;
+  for (const path of Object.keys(require.cache)) {
+    if (CAPTURING.includes(path) || (path.startsWith(FETCH_RESPONSES) && path.endsWith('response.js'))) delete require.cache[path];
+  }
+}
+
+install();
