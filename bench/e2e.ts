@@ -28,6 +28,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../host/kafka-codecs.js';
 import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';

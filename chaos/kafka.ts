@@ -5,6 +5,8 @@
  * (the expected state is built from the log).
  */
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../host/kafka-codecs.js';
 import type { Admin, Message, Producer } from 'kafkajs';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import type { LoggedRecord } from './model.js';

@@ -1,5 +1,7 @@
 import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import './kafka-codecs.js';
 import { mskIamTokenProvider } from './msk-iam.js';
 import type { KafkaSettings } from './settings.js';
 

@@ -5,6 +5,7 @@ import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import { PipelineFailedError } from './errors.js';
 import type { Heartbeat } from './heartbeat.js';
+import { UnreadableBatchError } from './kafka-codecs.js';
 import type { InvocationResult, Invoker } from './invoker.js';
 import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
@@ -29,6 +30,20 @@ const WAIT_SLICE_MS = 200;
 /** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
 export function redeliveryDelayMs(attempt: number, baseMs: number): number {
   return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), MAX_REDELIVERY_DELAY_MS);
+}
+
+/**
+ * The codec of a batch the consumer could not decompress, from the crash error or its causes:
+ * the project's own codecs fail with UnreadableBatchError, kafkajs' placeholders with
+ * `KafkaJSNotImplemented: <Codec> compression not implemented`.
+ */
+export function unreadableCodec(error: unknown): string | undefined {
+  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 10; cause = cause.cause, depth += 1) {
+    if (cause instanceof UnreadableBatchError) return cause.codec;
+    const missing = /^(\w+) compression not implemented/i.exec(cause.message);
+    if (cause.name === 'KafkaJSNotImplemented' && missing) return (missing[1] as string).toLowerCase();
+  }
+  return undefined;
 }
 
 /** One pipeline's kafkajs consumer. */
@@ -93,7 +108,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   const fail = (message: string, cause?: unknown) => {
     if (failure) return;
     failure = new PipelineFailedError(pipeline.name, message, { cause });
-    consumer.pause([{ topic: pipeline.topic }]);
+    try {
+      consumer.pause([{ topic: pipeline.topic }]);
+    } catch {
+      // A consumer that crashed has already left its group: there is nothing to pause, and
+      // a throw here would keep the failure from ever reaching the supervisor (a hang).
+    }
     logger.error('pipeline failed', {
       pipeline: pipeline.name,
       error: failure.message,
@@ -117,7 +137,11 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
   consumer.on(consumer.events.CRASH, ({ payload }) => {
-    if (!payload.restart && !stopping) fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
+    if (payload.restart || stopping) return;
+    const codec = unreadableCodec(payload.error);
+    if (codec === undefined) fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
+    // The same bytes fail the same way on every start: say which codec and where, once.
+    else fail(`topic ${pipeline.topic} holds a record batch compressed with ${codec} that this host cannot read: ${payload.error.message}`, payload.error);
   });
 
   /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */

@@ -5,6 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../host/kafka-codecs.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
 import { loadSettings } from '../shared/settings.js';
 

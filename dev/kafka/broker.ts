@@ -16,6 +16,8 @@ import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../../host/kafka-codecs.js';
 import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';
 import type { Guardian } from './process.js';

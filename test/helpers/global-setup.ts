@@ -1,4 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../../host/kafka-codecs.js';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { ensureBroker } from '../../dev/kafka/broker.js';

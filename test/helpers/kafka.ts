@@ -5,6 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+import '../../host/kafka-codecs.js';
 import type { Message, RecordMetadata } from 'kafkajs';
 import { inject } from 'vitest';
 import { TOPIC_PARTITIONS, ensureTopics } from '../../host/topics.js';

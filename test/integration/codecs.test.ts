@@ -1,0 +1,132 @@
+import { randomUUID } from 'node:crypto';
+import kafkajs from 'kafkajs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { KAFKA_CODECS, PROJECT_CODECS } from '../../host/kafka-codecs.js';
+import { startHost } from '../../host/run.js';
+import type { HostHandle } from '../../host/run.js';
+import { loadHostSettings } from '../../host/settings.js';
+import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
+import { closeHostTestStack, committedOffsets, createTestPipelines, hostEnvironment, openHostTestStack, waitForCommittedToEnd } from '../helpers/host.js';
+import type { HostTestStack, PipelineNames } from '../helpers/host.js';
+import { sampleNetworkMetrics } from '../helpers/messages.js';
+import { captureLogger } from '../helpers/pipeline.js';
+
+// SPEC section 1 via issue 9: producers compress batches with gzip, snappy, lz4 or zstd, and
+// Lambda's event source mapping reads all four; so does the host. Kafka's own Java producer
+// writes the batches.
+
+type Codec = { compress(encoder: { buffer: Buffer }): Promise<Buffer>; decompress(buffer: Buffer): Promise<Buffer> };
+const table = kafkajs.CompressionCodecs as Record<number, () => Codec>;
+
+let stack: HostTestStack;
+const hosts: HostHandle[] = [];
+
+beforeAll(async () => {
+  process.env.POWERTOOLS_LOG_LEVEL = 'WARN';
+  stack = await openHostTestStack('codecs');
+});
+
+afterEach(() => {
+  // Whatever a test did to the shared table, the next starts from the project's codecs.
+  Object.assign(table, PROJECT_CODECS);
+});
+
+afterAll(async () => {
+  await killConsoleProducers();
+  await closeHostTestStack(stack ?? {}, hosts);
+});
+
+function host(names: PipelineNames, logger = captureLogger()): { handle: HostHandle; logger: ReturnType<typeof captureLogger> } {
+  const handle = startHost(loadHostSettings(hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path })), { logger });
+  hosts.push(handle);
+  return { handle, logger };
+}
+
+/** Counts the batches each codec decompresses in this process (the in-process host's). */
+function countDecompressions(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const [id, name] of Object.entries(KAFKA_CODECS)) {
+    const codec = PROJECT_CODECS[Number(id)]!();
+    table[Number(id)] = () => ({
+      compress: (encoder) => codec.compress(encoder),
+      decompress: (buffer) => {
+        counts.set(name, (counts.get(name) ?? 0) + 1);
+        return codec.decompress(buffer);
+      },
+    });
+  }
+  return counts;
+}
+
+const metrics = () => ({ ...sampleNetworkMetrics(), analysis_id: randomUUID() });
+
+describe('compressed batches', () => {
+  it('stores every record the Java console producer writes in gzip, snappy, lz4 and zstd', async () => {
+    // Prepare
+    const names = await createTestPipelines('codecs');
+    const decompressed = countDecompressions();
+    const { handle, logger } = host(names);
+    expect(await handle.running).toBe(true);
+    const topic = names.topics['network-metrics'];
+    const sent = new Map<string, string[]>();
+
+    // Act: three records per codec, one codec after the other
+    for (const codec of Object.values(KAFKA_CODECS)) {
+      const values = [metrics(), metrics(), metrics()];
+      sent.set(codec, values.map((value) => value.analysis_id));
+      await consoleProduce({ topic, codec, records: values.map((value) => ({ value: JSON.stringify(value) })) });
+    }
+    await waitForCommittedToEnd(stack.admin, names.groups['network-metrics'], topic);
+
+    // Assess
+    const { rows } = await stack.schema.pool.query<{ analysis_id: string }>('SELECT analysis_id FROM network_metrics');
+    const stored = new Set(rows.map((row) => row.analysis_id));
+    for (const [codec, ids] of sent) {
+      expect(ids.filter((id) => stored.has(id)), codec).toEqual(ids);
+      expect(decompressed.get(codec) ?? 0, `${codec} batches decompressed`).toBeGreaterThan(0);
+    }
+    const { rows: letters } = await stack.schema.pool.query('SELECT 1 FROM dead_letter_events WHERE topic = $1', [topic]);
+    expect(letters).toEqual([]);
+    expect(handle.state()).toBe('Running');
+    expect(logger.lines.filter((line) => line.level === 'error')).toEqual([]);
+  });
+
+  it('stops with one clear error naming the codec and the topic when a codec cannot be read, and does so again on a restart', async () => {
+    // Prepare: an lz4 batch on the topic, and a client without lz4 (as kafkajs ships)
+    const names = await createTestPipelines('codecs-missing');
+    const topic = names.topics['network-metrics'];
+    await consoleProduce({ topic, codec: 'lz4', records: [{ value: JSON.stringify(metrics()) }] });
+    table[kafkajs.CompressionTypes.LZ4] = () => {
+      throw new (kafkajs.KafkaJSNotImplemented as unknown as new (message: string) => Error)('LZ4 compression not implemented');
+    };
+
+    for (const start of ['first start', 'restart']) {
+      // Act
+      const { handle, logger } = host(names);
+      const exitCode = await handle.done;
+
+      // Assess
+      expect(exitCode, start).toBe(1);
+      const failures = logger.lines.filter((line) => line.message === 'pipeline failed');
+      expect(failures, start).toHaveLength(1);
+      expect(failures[0]?.extra).toMatchObject({
+        pipeline: 'network-metrics',
+        error: `pipeline network-metrics failed: topic ${topic} holds a record batch compressed with lz4 that this host cannot read: LZ4 compression not implemented`,
+      });
+      expect(logger.lines.filter((line) => typeof line.extra.state === 'string').map((line) => line.extra.state), start).toEqual([
+        'Running',
+        'Failing',
+        'Stopped',
+      ]);
+      // nothing was skipped: the batch is still there for a host that can read it
+      expect([...(await committedOffsets(stack.admin, names.groups['network-metrics'], topic)).values()], start).toEqual([-1n, -1n, -1n]);
+    }
+
+    // Act: with the codec back, the same group stores the record
+    Object.assign(table, PROJECT_CODECS);
+    const { handle } = host(names);
+    expect(await handle.running).toBe(true);
+    await waitForCommittedToEnd(stack.admin, names.groups['network-metrics'], topic);
+    await handle.stop();
+  });
+});
