@@ -3,7 +3,7 @@
  *
  * kafkajs reads a record's headers as a list, then folds them into an object keyed by name
  * (`{trace: [1, 3], other: 2}`), so `trace=1, other=2, trace=3` comes out as
- * `trace=1, trace=3, other=2` and the interleaving is gone (SPEC section 6 stores headers in
+ * `trace=1, trace=3, other=2` and the interleaving is gone (docs/design.md section 6 stores headers in
  * order). It also drops the batch's timestamp type from the message it hands over.
  *
  * kafkajs' decoding is open CommonJS code, loaded lazily: the record batch decoder

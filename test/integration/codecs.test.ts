@@ -11,7 +11,7 @@ import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import { sampleNetworkMetrics } from '../helpers/messages.js';
 import { captureLogger } from '../helpers/pipeline.js';
 
-// SPEC section 1 via issue 9: producers compress batches with gzip, snappy, lz4 or zstd, and
+// docs/design.md section 1, issue 9: producers compress batches with gzip, snappy, lz4 or zstd, and
 // Lambda's event source mapping reads all four; so does the host. Kafka's own Java producer
 // writes the batches.
 

@@ -24,7 +24,7 @@ import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 import { captureLogger, testSettings } from '../helpers/pipeline.js';
 
-// SPEC section 3, step 1: whatever a record's envelope holds, the record ends as a row or a
+// docs/design.md section 3, step 1: whatever a record's envelope holds, the record ends as a row or a
 // dead letter and the batch succeeds; only an event that is not a Kafka event is refused.
 
 let stack: HostTestStack;
