@@ -31,9 +31,19 @@ ${FILTER_HELP}
     const filter = parseFilter(parsed.values);
     const started = performance.now();
     const progress = io.interactive === true ? terminalProgress(io) : undefined;
+    // A warning logged during the run starts on a line of its own, below the progress line.
+    const logged: CliIo = progress
+      ? {
+          ...io,
+          stderr: (text) => {
+            progress.interrupt();
+            io.stderr(text);
+          },
+        }
+      : io;
     let results: PipelineRedrive[];
     try {
-      results = await withDatabase(io, ({ pool, settings, logger }) => redriveDeadLetters(pool, settings, filter, logger, progress?.show));
+      results = await withDatabase(logged, ({ pool, settings, logger }) => redriveDeadLetters(pool, settings, filter, logger, progress?.show));
     } finally {
       progress?.end();
     }
@@ -84,21 +94,26 @@ function summarize(results: readonly PipelineRedrive[], durationMs: number) {
 }
 
 /** One line per pipeline on the terminal, rewritten after every batch. */
-function terminalProgress(io: CliIo): { show: (progress: RedriveProgress) => void; end: () => void } {
-  let shown: string | undefined;
+function terminalProgress(io: CliIo): { show: (progress: RedriveProgress) => void; interrupt: () => void; end: () => void } {
+  let pipeline: string | undefined;
+  let open = false;
+  const close = () => {
+    if (open) io.stderr('\n');
+    open = false;
+  };
   return {
     show(progress) {
       // Each pipeline keeps its last line; the next one starts below it.
-      if (shown !== undefined && shown !== progress.pipeline) io.stderr('\n');
+      if (pipeline !== progress.pipeline) close();
       const percent = progress.total > 0 ? Math.floor((100 * progress.done) / progress.total) : 100;
       io.stderr(
         `\r${progress.pipeline}: ${progress.done} of ${progress.total} (${percent}%), ` +
           `${progress.redriven} re-driven, ${progress.stillFailing} still failing\x1b[K`,
       );
-      shown = progress.pipeline;
+      pipeline = progress.pipeline;
+      open = true;
     },
-    end() {
-      if (shown !== undefined) io.stderr('\n');
-    },
+    interrupt: close,
+    end: close,
   };
 }

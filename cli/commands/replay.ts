@@ -205,9 +205,10 @@ Refused (exit 1, nothing changed):
         }),
       );
     } else {
-      const verb = after !== undefined ? 'reset' : dryRun && refusal === undefined ? 'dry run, nothing changed: would reset' : 'not reset';
+      const verb =
+        after !== undefined ? 'reset' : !dryRun ? 'not reset' : refusal === undefined ? 'dry run, nothing changed: would reset' : 'dry run, nothing changed: would not reset';
       io.stdout(`${groupHeading(before)}${verb} to ${describeTarget(target)}:\n${renderSteps(steps)}`);
-      if (dryRun && refusal !== undefined) io.stdout(`dry run, nothing changed; would be refused: ${refusal}\n`);
+      if (dryRun && refusal !== undefined) io.stdout(`would be refused: ${refusal}\n`);
     }
     if (refusal !== undefined && !dryRun) throw new RefusedError(refusal);
     return EXIT.ok;
