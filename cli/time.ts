@@ -44,3 +44,13 @@ export function parseInstant(text: string, option: string): Date {
 export function parseSince(text: string, option: string, now: number = Date.now()): Date {
   return /^\d+[smhdw]$/.test(text.trim()) ? new Date(now - parseDuration(text, option)) : parseInstant(text, option);
 }
+
+/**
+ * An instant as ISO 8601 for people; `-` when absent. PostgreSQL holds instants up to the year
+ * 294276 and a dead letter's Kafka timestamp may be any safe integer of milliseconds, beyond
+ * the year 275760 where a JavaScript Date ends (node-postgres then gives an invalid Date).
+ */
+export function instantText(instant: Date | null): string {
+  if (instant === null) return '-';
+  return Number.isNaN(instant.getTime()) ? 'after the year 275760 (beyond JavaScript dates)' : instant.toISOString();
+}

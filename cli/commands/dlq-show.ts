@@ -4,6 +4,7 @@ import { withDatabase } from '../context.js';
 import type { StoredDeadLetter } from '../dead-letter-store.js';
 import { findDeadLetter, isTruncated } from '../dead-letter-store.js';
 import { renderJson } from '../output.js';
+import { instantText } from '../time.js';
 
 /** Bytes as an operator can read them: the text when they are valid UTF-8, else hex. */
 export function readableBytes(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: string } | null {
@@ -68,7 +69,7 @@ size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is
       ['id', shown.id],
       ['pipeline', shown.pipeline],
       ['coordinates', `${shown.topic}-${shown.partition}@${shown.offset}`],
-      ['kafka timestamp', shown.kafkaTimestamp?.toISOString() ?? '-'],
+      ['kafka timestamp', instantText(shown.kafkaTimestamp)],
       ['key', shown.key === null ? '-' : `${shown.key.text}${shown.key.encoding === 'hex' ? ' (hex)' : ''}`],
       ['headers', shown.headers.length === 0 ? '-' : JSON.stringify(shown.headers)],
       ['reason', shown.reason],

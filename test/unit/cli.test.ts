@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../cli/command.js';
 import { COMMANDS, main } from '../../cli/main.js';
 import { renderJson, renderTable } from '../../cli/output.js';
-import { parseDuration, parseInstant, parseSince } from '../../cli/time.js';
+import { instantText, parseDuration, parseInstant, parseSince } from '../../cli/time.js';
 
 /** Runs the CLI in-process with no services reachable: only argument handling can succeed. */
 async function cli(...argv: string[]) {
@@ -49,6 +49,19 @@ describe('durations, instants', () => {
     const now = Date.parse('2026-11-30T12:00:00Z');
     expect(parseSince('24h', '--since', now).toISOString()).toBe('2026-11-29T12:00:00.000Z');
     expect(parseSince('2026-11-01', '--since', now).toISOString()).toBe('2026-11-01T00:00:00.000Z');
+  });
+});
+
+describe('instantText', () => {
+  it('shows an instant as ISO 8601, nothing as -, and one beyond JavaScript dates without throwing', () => {
+    // Prepare: how node-postgres hands over a timestamptz of 2^53 - 1 ms (year 287396)
+    const beyond = new Date('+287396-10-12T08:59:00.991Z');
+
+    // Act / Assess
+    expect(Number.isNaN(beyond.getTime())).toBe(true);
+    expect(instantText(new Date('2026-11-30T06:00:00.123Z'))).toBe('2026-11-30T06:00:00.123Z');
+    expect(instantText(null)).toBe('-');
+    expect(instantText(beyond)).toBe('after the year 275760 (beyond JavaScript dates)');
   });
 });
 
