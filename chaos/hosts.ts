@@ -172,6 +172,8 @@ export function hostEnvironment(name: string, brokers: readonly string[], databa
     STORAGE_MAX_POLL_INTERVAL_MS: '15000',
     STORAGE_DB_RETRY_BASE_MS: '100',
     STORAGE_DB_CONNECT_TIMEOUT_MS: '2000',
+    // One database attempt (connect + statement + margins, 12 s) must fit in the 15 s deadline.
+    STORAGE_DB_STATEMENT_TIMEOUT_MS: '8000',
     STORAGE_INVOKE_RETRY_BASE_MS: '200',
     STORAGE_SHUTDOWN_TIMEOUT_MS: '15000',
     STORAGE_HEARTBEAT_DIR: join(workDir, `heartbeats-${name}`),

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable, requireVariable } from '../shared/env.js';
 import type { Environment } from '../shared/env.js';
+import { attemptTimeNeededMs } from '../shared/connection.js';
 import { ConfigurationError } from '../shared/errors.js';
 import { envSuffix } from '../shared/pipeline-names.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
@@ -229,6 +230,16 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
       'STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true: otherwise a reported failure counts as success and the batch is lost',
     );
   }
+  const invoke = readInvoke(env, storage.selectedPipelines);
+  // In-process, this interval is every batch's deadline, and the handler starts no database
+  // attempt that could not finish before it: below one attempt, no batch could ever be stored.
+  const attemptMs = attemptTimeNeededMs(storage.database);
+  if (invoke.mode === 'in-process' && maxPollIntervalMs < attemptMs) {
+    throw new ConfigurationError(
+      `STORAGE_MAX_POLL_INTERVAL_MS=${maxPollIntervalMs} is the deadline of every batch, shorter than the ${attemptMs} ms one database ` +
+        'attempt may need (STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 2 s): no batch could ever be stored; raise it or lower those timeouts',
+    );
+  }
   const settings: HostSettings = {
     kafka: readKafka(env),
     pollTimeoutMs,
@@ -238,7 +249,7 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
     reportBatchItemFailures,
     maxEventBytes: readVariable(env, 'STORAGE_MAX_EVENT_BYTES', positiveMs(1_024, MAX_EVENT_BYTES), MAX_EVENT_BYTES),
     heartbeat,
-    invoke: readInvoke(env, storage.selectedPipelines),
+    invoke,
     migrateOnStart: readVariable(env, 'STORAGE_MIGRATE_ON_START', booleanVariable, false),
     storage,
   };

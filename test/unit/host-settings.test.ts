@@ -72,6 +72,7 @@ describe('loadHostSettings', () => {
     [{ STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1' }, /STORAGE_LAMBDA_FUNCTION_APP_STATS is required/],
     [{ STORAGE_INVOKE_MODE: 'lambda', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'f' }, /STORAGE_LAMBDA_REGION is required/],
     [{ STORAGE_PIPELINES: 'reviews,logs' }, /STORAGE_PIPELINES/],
+    [{ STORAGE_MAX_POLL_INTERVAL_MS: '15000' }, /STORAGE_MAX_POLL_INTERVAL_MS=15000 .* shorter than the 37000 ms .*STORAGE_DB_STATEMENT_TIMEOUT_MS/],
   ])('refuses %j with a ConfigurationError naming the variable', (env, message) => {
     // Act
     const error = errorOf({ ...base, ...env } as Record<string, string>);
