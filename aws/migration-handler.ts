@@ -3,7 +3,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
-import { isAuthenticationFailure } from '../shared/error-classes.js';
+import { isAuthenticationFailure } from '../shared/error-classification.js';
 import { migrationsHash } from '../shared/migrations/files.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { MigrationReport } from '../shared/migrations/types.js';

@@ -1,7 +1,7 @@
 /**
  * The service's own errors. Transient database errors are deliberately NOT wrapped: they keep
  * their driver types (`pg.DatabaseError`, Node's system errors) so "what is retryable" is
- * decided in one place, `shared/error-classes.ts`, from the driver's own codes.
+ * decided in one place, `shared/error-classification.ts`, from the driver's own codes.
  */
 
 /** Base of every error this service raises itself. */

@@ -4,7 +4,7 @@ import type { DeadLetter } from './dead-letters.js';
 import { insertDeadLetters } from './dead-letters.js';
 import { dedupeByKey } from './dedupe.js';
 import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withClient } from './connection.js';
-import { isRefusedDataError } from './error-classes.js';
+import { isRefusedDataError } from './error-classification.js';
 import { RetryBudgetExhaustedError } from './errors.js';
 import type { CoreLogger } from './db.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';

@@ -1,4 +1,4 @@
-import { isAuthenticationFailure, isTransientError, poolerRefusal } from './error-classes.js';
+import { isAuthenticationFailure, isTransientError, poolerRefusal } from './error-classification.js';
 import { ConfigurationError, RetryBudgetExhaustedError } from './errors.js';
 import type { RetrySettings } from './settings.js';
 

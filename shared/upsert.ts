@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { arrayLiteral } from './array-literal.js';
-import { isRefusedDataError } from './error-classes.js';
+import { isRefusedDataError } from './error-classification.js';
 import type { Queryable } from './queryable.js';
 import type { WriteOutcome } from './types.js';
 

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isAuthenticationFailure, isRefusedDataError, isTransientError, poolerRefusal } from '../../shared/error-classes.js';
+import { isAuthenticationFailure, isRefusedDataError, isTransientError, poolerRefusal } from '../../shared/error-classification.js';
 import { AttemptDeadlineError } from '../../shared/errors.js';
 
 /** A `pg.DatabaseError` as node-postgres builds it from a server ErrorResponse. */

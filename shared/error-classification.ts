@@ -2,6 +2,12 @@ import pg from 'pg';
 import { AttemptDeadlineError } from './errors.js';
 
 /**
+ * Error classification (docs/design.md section 4): predicates that say what a thrown error is
+ * (transient, an authentication failure, data the database refused, a pooler's refusal), from the
+ * driver's own codes. The errors the service raises itself are in errors.ts.
+ */
+
+/**
  * SQLSTATEs that a retry on a fresh connection can cure (docs/design.md section 4): connection
  * exceptions (class 08), serialization failure, deadlock, too many connections, statement
  * timeout, admin/crash shutdown and cannot-connect-now, read-only after a failover.
