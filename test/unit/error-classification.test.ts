@@ -3,14 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAuthenticationFailure, isRefusedDataError, isTransientError, poolerRefusal } from '../../shared/error-classification.js';
 import { AttemptDeadlineError } from '../../shared/errors.js';
-
-/** A `pg.DatabaseError` as node-postgres builds it from a server ErrorResponse. */
-function databaseError(code: string, message = `server says ${code}`): pg.DatabaseError {
-  const error = new pg.DatabaseError(message, message.length, 'error');
-  error.code = code;
-  error.severity = 'ERROR';
-  return error;
-}
+import { databaseError } from '../helpers/fake-db.js';
 
 /** A Node system error the way `net` raises it. */
 function systemError(code: string): NodeJS.ErrnoException {

@@ -1,18 +1,8 @@
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError, RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { RetryOptions } from '../../shared/retry.js';
 import { withTransientRetry } from '../../shared/retry.js';
-import { rejectionOf } from '../helpers/fake-db.js';
-
-function databaseError(code: string): pg.DatabaseError {
-  const error = new pg.DatabaseError(`server says ${code}`, 0, 'error');
-  error.code = code;
-  return error;
-}
-
-const connectionRefused = () =>
-  Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), { code: 'ECONNREFUSED', syscall: 'connect' });
+import { connectionRefused, databaseError, rejectionOf } from '../helpers/fake-db.js';
 
 /** A fake clock: sleeping spends the invocation's remaining time instead of waiting. */
 function fakeInvocation(remainingAtStart = 15 * 60_000) {
