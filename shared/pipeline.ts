@@ -14,6 +14,7 @@ import { withTransientRetry } from './retry.js';
 import type { Settings } from './settings.js';
 import type { Queryable } from './queryable.js';
 import type { KafkaRecord, WriteOutcome } from './types.js';
+import type { PrecheckSwitch } from './upsert.js';
 import { upsertRows, upsertRowsIsolating } from './upsert.js';
 import { logRejections } from './rejection-log.js';
 
@@ -70,6 +71,8 @@ export interface PipelineRuntime {
   readonly logger: CoreLogger;
   readonly pool: () => Promise<pg.Pool>;
   readonly resolver: ApplicationResolver;
+  /** Whether the upsert filters stale rows first: learnt from the pipeline's last batch. */
+  readonly precheck: PrecheckSwitch;
   /** Re-reads rotated database credentials (AWS); absent locally. */
   readonly refreshCredentials?: () => Promise<void>;
 }
@@ -139,9 +142,10 @@ async function writeBatch<M extends { readonly package_name: string }>(
     const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
     let newLetters = await insertDeadLetters(client, letters, sent);
     let outcome: WriteOutcome;
-    if (!isolating) outcome = await upsertRows(client, definition.table, kept, sent);
+    const upsert = { ...sent, precheck: runtime.precheck.enabled };
+    if (!isolating) outcome = await upsertRows(client, definition.table, kept, upsert);
     else {
-      const isolated = await upsertRowsIsolating(client, definition.table, kept, sent);
+      const isolated = await upsertRowsIsolating(client, definition.table, kept, upsert);
       outcome = isolated.outcome;
       const refused: DeadLetter[] = isolated.refused.map(({ row, error }) => ({
         pipeline: definition.name,
@@ -153,6 +157,7 @@ async function writeBatch<M extends { readonly package_name: string }>(
     }
     await beforeCommit?.(client, letters);
     await client.query('COMMIT');
+    runtime.precheck.observe(outcome);
     return { ...outcome, deduplicated: dropped, letters, newLetters };
   } catch (error) {
     // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and

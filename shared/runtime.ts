@@ -5,6 +5,7 @@ import type { PipelineRuntime } from './pipeline.js';
 import { PIPELINE_DEFINITIONS } from './pipeline-definitions.js';
 import type { PipelineName } from './pipeline-names.js';
 import { ApplicationResolver } from './resolver.js';
+import { PrecheckSwitch } from './upsert.js';
 import type { DatabaseSettings, Settings } from './settings.js';
 
 /** Where a pipeline's connection settings come from: the settings, or e.g. a secret (AWS). */
@@ -48,6 +49,7 @@ export function createPipelineRuntime(
     logger,
     pool: open,
     resolver: new ApplicationResolver(settings.applicationCacheTtlMs),
+    precheck: new PrecheckSwitch(),
     refreshCredentials: source.refresh
       ? async () => {
           await source.refresh?.();

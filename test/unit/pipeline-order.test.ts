@@ -3,6 +3,7 @@ import { InvalidEventError, RetryBudgetExhaustedError } from '../../shared/error
 import type { Invocation, PipelineRuntime } from '../../shared/pipeline.js';
 import { processBatch } from '../../shared/pipeline.js';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import { PrecheckSwitch } from '../../shared/upsert.js';
 import { ApplicationResolver } from '../../shared/resolver.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { RecordedQuery } from '../helpers/fake-db.js';
@@ -49,6 +50,7 @@ function runtimeFor(pool: FakePool, env: Record<string, string> = {}) {
     logger,
     pool: async () => pool.asPool(),
     resolver: new ApplicationResolver(300_000),
+    precheck: new PrecheckSwitch(),
   };
   return { runtime, logger };
 }
@@ -343,5 +345,32 @@ describe('processBatch: fatal and refused', () => {
     expect(deadLetterRows()).toEqual([
       { offsets: ['6'], reasons: ['rejected_by_database'], details: [expect.stringMatching(/^SQLSTATE 23514: .*reviews_score_check/)] },
     ]);
+  });
+});
+
+describe('processBatch: the stale-row pre-check', () => {
+  it('filters stale rows before the insert only after a batch whose rows the table declined', async () => {
+    // Prepare: the database declines every row of the first batch (a replay), stores the others
+    const inserts: string[] = [];
+    let declining = true;
+    const pool = new FakePool((query) => {
+      if (statementOf(query) === 'resolve') return [{ id: '7', package_name: 'com.example.weather' }];
+      if (!query.text.startsWith('INSERT INTO reviews')) return undefined;
+      inserts.push(query.text.includes('SELECT stored.last_synced_at FROM reviews') ? 'with pre-check' : 'without');
+      const rows = ((query.values?.[0] ?? []) as unknown[]).map(() => ({ inserted: true }));
+      return declining ? [] : rows;
+    });
+    const { runtime } = runtimeFor(pool);
+    const batch = (offset: number) => lambdaEvent('reviews', [review(`gp:${offset}`, 0, offset), review(`gp:${offset + 1}`, 0, offset + 1)]);
+
+    // Act
+    const replayed = await processBatch(batch(1), runtime, invocation());
+    declining = false;
+    const afterReplay = await processBatch(batch(3), runtime, invocation());
+    const fresh = await processBatch(batch(5), runtime, invocation());
+
+    // Assess: the guard decides every time; the pre-check only follows the last outcome
+    expect(inserts).toEqual(['without', 'with pre-check', 'without']);
+    expect([replayed, afterReplay, fresh].map(({ report }) => [report.inserted, report.skipped])).toEqual([[0, 2], [2, 0], [2, 0]]);
   });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
 import type { Queryable } from '../../shared/queryable.js';
 import type { TableDescription } from '../../shared/upsert.js';
-import { upsertRows, upsertRowsIsolating, upsertStatement } from '../../shared/upsert.js';
+import { PrecheckSwitch, upsertRows, upsertRowsIsolating, upsertStatement } from '../../shared/upsert.js';
 import type { RecordedQuery } from '../helpers/fake-db.js';
 import { databaseError, FakeQueryable } from '../helpers/fake-db.js';
 
@@ -312,5 +312,30 @@ describe('upsertRowsIsolating', () => {
       'SAVEPOINT',
       'INSERT INTO readings failed',
     ]);
+  });
+});
+
+describe('PrecheckSwitch', () => {
+  it('is off until a batch had skipped rows, and off again after a batch without', () => {
+    // Prepare
+    const precheck = new PrecheckSwitch();
+    const states = [precheck.enabled];
+
+    // Act
+    for (const skipped of [3, 1, 0, 0, 5]) {
+      precheck.observe({ inserted: 0, updated: 0, skipped });
+      states.push(precheck.enabled);
+    }
+
+    // Assess
+    expect(states).toEqual([false, true, true, false, false, true]);
+  });
+
+  it('leaves the pre-check out of the statement when asked, and keeps the guard', () => {
+    const table = PIPELINE_DEFINITIONS.reviews.table;
+    const without = upsertStatement(table, false);
+    expect(upsertStatement(table)).toContain('WHERE input.last_synced_at > COALESCE(');
+    expect(without).not.toContain('WHERE input.last_synced_at');
+    expect(without).toContain('WHERE EXCLUDED.last_synced_at > reviews.last_synced_at RETURNING');
   });
 });
