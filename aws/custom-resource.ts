@@ -3,7 +3,9 @@
  * only exists for inline (ZipFile) code, not for bundled functions.
  * https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/crpg-ref-responses.html
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
+import { backoffDelayMs } from '../shared/backoff.js';
 
 /** What the handler reports back for one request. */
 export interface CustomResourceOutcome {
@@ -74,6 +76,9 @@ export function customResourceResponse(
   };
 }
 
+/** The wait before the first retry of the response PUT (then 1 s, 2 s). */
+const RESPONSE_RETRY_BASE_MS = 500;
+
 /** Options of `sendCustomResourceResponse`. */
 export interface SendOptions {
   readonly attempts?: number;
@@ -110,7 +115,7 @@ export async function sendCustomResourceResponse(
     }
     if (attempt < attempts) {
       options.onRetry?.(attempt, lastError);
-      await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)));
+      await sleep(backoffDelayMs(attempt, RESPONSE_RETRY_BASE_MS));
     }
   }
   throw new Error(`could not deliver the custom resource response: ${String(lastError)}`, { cause: lastError });

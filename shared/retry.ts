@@ -1,3 +1,5 @@
+import { setTimeout as defaultSleep } from 'node:timers/promises';
+import { backoffDelayMs } from './backoff.js';
 import { isAuthenticationFailure, isTransientError, poolerRefusal } from './error-classification.js';
 import { ConfigurationError, RetryBudgetExhaustedError } from './errors.js';
 import type { RetrySettings } from './settings.js';
@@ -17,8 +19,6 @@ export interface RetryOptions extends RetrySettings {
   readonly onRetry?: (info: { attempt: number; delayMs: number; error: unknown }) => void;
   readonly sleep?: (ms: number) => Promise<void>;
 }
-
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * Runs `operation` (which must take a fresh connection each time) and retries transient
@@ -52,7 +52,7 @@ export async function withTransientRetry<T>(operation: (attempt: number) => Prom
           cause: error,
         });
       }
-      const delayMs = authentication ? 0 : options.baseMs * 2 ** (attempt - 1);
+      const delayMs = authentication ? 0 : backoffDelayMs(attempt, options.baseMs);
       if (options.remainingMs() < delayMs + options.attemptReserveMs) {
         throw new RetryBudgetExhaustedError(
           `database still failing after ${attempt} attempts and the invocation has too little time left: ${String(error)}`,
