@@ -2,6 +2,7 @@ import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
 import './kafka-codecs.js';
+import { dropKafkajsTimeoutWarnings } from './kafkajs-warnings.js';
 import { mskIamTokenProvider } from './msk-iam.js';
 import type { KafkaSettings } from './settings.js';
 
@@ -33,8 +34,12 @@ export function kafkaConnection(kafka: KafkaSettings): KafkaConnection {
   };
 }
 
-/** A kafkajs client for the settings' cluster, with the caller's own log level, retries, client id. */
+/**
+ * A kafkajs client for the settings' cluster, with the caller's own log level, retries, client
+ * id. kafkajs' harmless timeout warning is dropped in the process from then on.
+ */
 export function createKafka(kafka: KafkaSettings, options: KafkaClientOptions = {}): Kafka {
+  dropKafkajsTimeoutWarnings();
   return new Kafka({ ...kafkaConnection(kafka), ...options });
 }
 

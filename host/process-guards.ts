@@ -1,11 +1,10 @@
 import type { CoreLogger } from '../shared/db.js';
+import { isKafkajsTimeoutWarning } from './kafkajs-warnings.js';
 
 /**
  * Process-wide guards of a host process: an uncaught exception or unhandled rejection is
  * logged and exits 1 (a half-alive process counts as dead), and process warnings go to the
- * JSON log. kafkajs 2.2.4 arms a timer with a negative delay
- * (requestQueue.scheduleCheckPendingRequests), which Node 24 reports on every response; the
- * timer still fires as intended, so that one warning is dropped.
+ * JSON log, except kafkajs' harmless `TimeoutNegativeWarning` (see ./kafkajs-warnings.ts).
  */
 export function installProcessGuards(logger: CoreLogger): void {
   process.on('uncaughtException', (error) => {
@@ -18,7 +17,7 @@ export function installProcessGuards(logger: CoreLogger): void {
   });
   process.removeAllListeners('warning');
   process.on('warning', (warning) => {
-    if (warning.name === 'TimeoutNegativeWarning') return;
+    if (isKafkajsTimeoutWarning(warning)) return;
     logger.warn('process warning', { name: warning.name, warning: warning.message });
   });
 }

@@ -8,6 +8,7 @@ import { Kafka, logLevel } from 'kafkajs';
 // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
 import '../host/kafka-codecs.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
+import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
 import { loadSettings } from '../shared/settings.js';
 
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim());
@@ -61,6 +62,7 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   },
 ];
 
+dropKafkajsTimeoutWarnings();
 const kafka = new Kafka({ clientId: 'storage-consumer-sample', brokers, logLevel: logLevel.NOTHING });
 const producer = kafka.producer();
 await producer.connect();
