@@ -5,9 +5,9 @@
  * PostgreSQL postmaster, so that the restart has to recover from its logs.
  */
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePorts } from '../dev/free-ports.js';
 import { startBroker } from '../dev/kafka/broker.js';
 import type { StartedBroker } from '../dev/kafka/broker.js';
 import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
@@ -15,28 +15,6 @@ import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runMigrations } from '../shared/migrations/run.js';
 import { REFUSED_MARKERS } from './plan.js';
 import type { Workload } from './plan.js';
-
-/** `count` distinct free loopback ports (held until all are known). */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from(
-      { length: count },
-      () =>
-        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-          const server = createServer();
-          server.once('error', reject);
-          server.listen(0, '127.0.0.1', () => resolve(server));
-        }),
-    ),
-  );
-  const ports = servers.map((server) => {
-    const address = server.address();
-    if (address === null || typeof address === 'string') throw new Error('no port from the OS');
-    return address.port;
-  });
-  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  return ports;
-}
 
 /** A broker the run owns. */
 export interface ChaosBroker {

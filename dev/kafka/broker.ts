@@ -11,13 +11,13 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
 import '../../host/kafka-codecs.js';
+import { dropKafkajsTimeoutWarnings } from '../../host/kafkajs-warnings.js';
+import { freePorts } from '../free-ports.js';
 import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';
 import type { Guardian } from './process.js';
@@ -339,6 +339,7 @@ async function waitUntilReady(brokers: string[], jvm: ChildProcess, timeoutMs: n
   jvm.once('exit', onExit);
   const deadline = Date.now() + timeoutMs;
   let lastError = 'no attempt';
+  dropKafkajsTimeoutWarnings();
   try {
     for (;;) {
       if (exit !== undefined) throw new Error(`the JVM exited during start-up (${exit})`);
@@ -372,26 +373,10 @@ async function waitUntilReady(brokers: string[], jvm: ChildProcess, timeoutMs: n
   }
 }
 
-/** Two distinct free loopback ports (or the given ones). Both are held until both are known. */
+/** The given ports, or distinct free loopback ports where 0 asks for one. */
 async function choosePorts(port: number, controllerPort: number): Promise<[number, number]> {
-  const servers: Server[] = [];
-  const pick = async (wanted: number): Promise<number> => {
-    if (wanted !== 0) return wanted;
-    const server = createServer();
-    servers.push(server);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', resolve);
-    });
-    const address = server.address();
-    if (address === null || typeof address === 'string') throw new Error('no port from the OS');
-    return address.port;
-  };
-  try {
-    return [await pick(port), await pick(controllerPort)];
-  } finally {
-    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
-  }
+  const free = await freePorts(2);
+  return [port || (free[0] as number), controllerPort || (free[1] as number)];
 }
 
 async function logTail(logFile: string, lines = 40): Promise<string> {

@@ -67,18 +67,23 @@ export interface Guardian {
 }
 
 /**
- * Starts a tiny detached Node process that stops `targetPid` (SIGTERM, SIGKILL after
- * `stopTimeoutMs`) as soon as this process dies, however it dies: a SIGKILL of a test runner
+ * Starts a tiny detached Node process that stops `targetPid` (`stopSignal`, default SIGTERM;
+ * SIGKILL after `stopTimeoutMs`) as soon as this process dies, however it dies: a SIGKILL of a test runner
  * runs no exit handler, so only another process can clean up. It notices the death twice over:
  * the pipe to its stdin closes (immediately, done by the kernel) and a poll of this process's pid
  * fails. Once the target is gone it removes `cleanupDir` (an ephemeral data folder), if given.
  * It exits by itself when the target exits first. Neither it nor its pipe keeps this process
  * alive.
  */
-export function startGuardian(targetPid: number, stopTimeoutMs: number, cleanupDir?: string): Guardian {
+export function startGuardian(
+  targetPid: number,
+  stopTimeoutMs: number,
+  cleanupDir?: string,
+  stopSignal: NodeJS.Signals = 'SIGTERM',
+): Guardian {
   const child = spawn(
     process.execPath,
-    ['-e', GUARDIAN_SCRIPT, String(process.pid), String(targetPid), String(stopTimeoutMs), cleanupDir ?? ''],
+    ['-e', GUARDIAN_SCRIPT, String(process.pid), String(targetPid), String(stopTimeoutMs), cleanupDir ?? '', stopSignal],
     { detached: true, stdio: ['pipe', 'ignore', 'ignore'] },
   );
   child.on('error', () => undefined);
@@ -100,6 +105,7 @@ const GUARDIAN_SCRIPT = `
 const fs = require('node:fs');
 const [parent, target, stopTimeoutMs] = process.argv.slice(1, 4).map(Number);
 const cleanupDir = process.argv[4];
+const stopSignal = process.argv[5];
 const alive = (pid) => {
   try { process.kill(pid, 0); } catch (error) { return error.code === 'EPERM'; }
   try {
@@ -111,7 +117,7 @@ let stopping = false;
 const stop = () => {
   if (stopping) return;
   stopping = true;
-  try { process.kill(target, 'SIGTERM'); } catch {}
+  try { process.kill(target, stopSignal); } catch {}
   const deadline = Date.now() + stopTimeoutMs;
   setInterval(() => {
     if (!alive(target)) {

@@ -2,8 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 
-/** The server tests run against: `DATABASE_URL`, else the machine's PostgreSQL on 127.0.0.1. */
-export const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
+/**
+ * The server integration tests run against: `DATABASE_URL`, which the global setup sets to its
+ * embedded PostgreSQL when the run was started without one.
+ */
+export const SERVER_URL = requiredDatabaseUrl();
+
+function requiredDatabaseUrl(): string {
+  const url = process.env.DATABASE_URL;
+  if (!url) throw new Error('DATABASE_URL is unset: integration tests get it from test/helpers/global-setup.ts');
+  return url;
+}
 
 /** A throw-away schema in the test database; every connection made through `url` lives in it. */
 export interface TestSchema {
