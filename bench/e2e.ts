@@ -32,6 +32,7 @@ import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import '../host/kafka-codecs.js';
 import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
+import { freePorts } from '../dev/free-ports.js';
 import { ensureBroker } from '../dev/kafka/broker.js';
 import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
 import { ensureTopics } from '../host/topics.js';
@@ -144,7 +145,9 @@ async function freshTopics(brokers: readonly string[]): Promise<{ run: string; t
 }
 
 /** The host as a child process, as in production, with all three pipelines on `topics`. */
-function spawnHost(brokers: readonly string[], url: string, run: string, topics: BenchTopics) {
+async function spawnHost(brokers: readonly string[], url: string, run: string, topics: BenchTopics) {
+  // The HTTP endpoint is on, as in production (its cost is in the RSS figure), on a free port.
+  const [httpPort] = await freePorts(1);
   const host = spawn(process.execPath, HOST_NODE_ARGS, {
     cwd: root,
     env: {
@@ -159,6 +162,7 @@ function spawnHost(brokers: readonly string[], url: string, run: string, topics:
       STORAGE_GROUP_APP_STATS: `bench-${run}-stats`,
       STORAGE_HEARTBEAT_DIR: path.join(root, '.data', `bench-${run}`),
       POWERTOOLS_LOG_LEVEL: 'WARN',
+      STORAGE_HTTP_PORT: String(httpPort),
       ...HOST_ENV,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -223,7 +227,7 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
     });
 
     const { run, topics } = await freshTopics(brokers);
-    const host = spawnHost(brokers, url, run, topics);
+    const host = await spawnHost(brokers, url, run, topics);
     try {
       await host.joined();
       await sleep(2000);
@@ -325,7 +329,7 @@ async function drainRound(
       await client.query('CHECKPOINT');
 
       const started = performance.now();
-      const host = spawnHost(brokers, url, run, topics);
+      const host = await spawnHost(brokers, url, run, topics);
       let joinedAfter = Number.NaN;
       void host.joined().then(() => (joinedAfter = (performance.now() - started) / 1000), () => undefined);
       let rate: number;

@@ -178,6 +178,8 @@ export function hostEnvironment(name: string, brokers: readonly string[], databa
     STORAGE_SHUTDOWN_TIMEOUT_MS: '15000',
     STORAGE_HEARTBEAT_DIR: join(workDir, `heartbeats-${name}`),
     STORAGE_HEARTBEAT_INTERVAL_MS: '1000',
+    // Several hosts on one machine: no HTTP endpoint (it would want the same port).
+    STORAGE_HTTP_PORT: '0',
   };
   for (const { pipeline, group, topic } of groups) {
     env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;

@@ -5,6 +5,7 @@ import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../shared/lambda-handler.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import type { Settings } from '../shared/settings.js';
+import type { PipelineMetrics } from './metrics.js';
 import type { HandlerOutcome } from './offsets.js';
 import type { HostSettings } from './settings.js';
 
@@ -22,6 +23,8 @@ export interface Invoker {
   close(): Promise<void>;
   /** Prepares for the first invocation (in-process: opens a database connection); may fail. */
   warm?(): Promise<void>;
+  /** Checks that the pipeline's database answers (readiness); absent when the host has no database (Lambda mode). */
+  ping?(): Promise<void>;
 }
 
 /**
@@ -63,10 +66,14 @@ export function hostContext(functionName: string, deadline: number): Context {
 /**
  * Runs the pipeline's handler in this process: the same middy handler Lambda runs, built with
  * the host's settings, called with a context whose deadline the host derives from the max
- * poll interval.
+ * poll interval. Each stored batch's counts and each database retry go to `metrics`, if given.
  */
-export function createInProcessInvoker(pipeline: PipelineName, settings: Settings): Invoker {
-  const handler = createPipelineHandler(pipeline, { settings });
+export function createInProcessInvoker(pipeline: PipelineName, settings: Settings, metrics?: PipelineMetrics): Invoker {
+  const handler = createPipelineHandler(pipeline, {
+    settings,
+    onBatch: metrics && ((report) => metrics.recordsStored(report)),
+    onRetry: metrics && (() => metrics.retried()),
+  });
   const functionName = `storage-consumer-${pipeline}`;
   return {
     async invoke(event, deadline) {
@@ -79,6 +86,7 @@ export function createInProcessInvoker(pipeline: PipelineName, settings: Setting
     },
     close: () => handler.close(),
     warm: () => handler.warm(),
+    ping: () => handler.warm(),
   };
 }
 
@@ -149,9 +157,9 @@ export function createLambdaInvoker(pipeline: PipelineName, settings: HostSettin
   };
 }
 
-/** The invoker the settings ask for. */
-export function createInvoker(pipeline: PipelineName, settings: HostSettings): Invoker {
+/** The invoker the settings ask for; in-process, its batches report into `metrics`. */
+export function createInvoker(pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics): Invoker {
   return settings.invoke.mode === 'lambda'
     ? createLambdaInvoker(pipeline, settings)
-    : createInProcessInvoker(pipeline, settings.storage);
+    : createInProcessInvoker(pipeline, settings.storage, metrics);
 }

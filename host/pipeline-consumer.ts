@@ -7,6 +7,7 @@ import { PipelineFailedError } from './errors.js';
 import type { Heartbeat } from './heartbeat.js';
 import { UnreadableBatchError } from './kafka-codecs.js';
 import type { InvocationResult, Invoker } from './invoker.js';
+import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
 import type { HostSettings } from './settings.js';
@@ -52,6 +53,8 @@ export interface PipelineConsumer {
   start(): Promise<void>;
   /** Stops polling, lets the in-flight batch finish and commit, leaves the group, disconnects. */
   stop(): Promise<void>;
+  /** Whether the consumer holds its place in the group now, and whether the pipeline failed. */
+  status(): { readonly joined: boolean; readonly failed: boolean };
 }
 
 /** What a pipeline consumer is built from. */
@@ -64,6 +67,8 @@ export interface PipelineConsumerOptions {
   readonly heartbeat: Heartbeat;
   /** Told once when the pipeline fails; the supervisor then stops every pipeline. */
   readonly onFailure: (error: PipelineFailedError) => void;
+  /** Where the pipeline's batches, commit failures and up/down state are counted. */
+  readonly metrics?: PipelineMetrics;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -76,7 +81,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * (back-off with heartbeats, then a seek to the first uncommitted offset).
  */
 export function createPipelineConsumer(options: PipelineConsumerOptions): PipelineConsumer {
-  const { pipeline, settings, invoker, logger, heartbeat } = options;
+  const { pipeline, settings, invoker, logger, heartbeat, metrics } = options;
   const heartbeatIntervalMs = Math.min(3_000, Math.floor(settings.sessionTimeoutMs / 3));
   const source = { eventSource: 'SelfManagedKafka' as const, bootstrapServers: settings.kafka.brokers.join(',') };
   const concurrency = settings.invoke.mode === 'lambda' ? 3 : settings.storage.database.poolMax;
@@ -108,6 +113,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   const fail = (message: string, cause?: unknown) => {
     if (failure) return;
     failure = new PipelineFailedError(pipeline.name, message, { cause });
+    metrics?.up(false);
     try {
       consumer.pause([{ topic: pipeline.topic }]);
     } catch {
@@ -130,9 +136,11 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   let inGroup = false;
   consumer.on(consumer.events.REBALANCING, () => {
     inGroup = false;
+    metrics?.up(false);
   });
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
     inGroup = true;
+    metrics?.up(failure === undefined && !stopping);
     alive();
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
@@ -181,6 +189,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       commitFailuresInRow = 0;
     } catch (error) {
       commitFailuresInRow += 1;
+      metrics?.commitFailed();
       logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
         pipeline: pipeline.name,
         offsets,
@@ -218,13 +227,17 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
           eventBytes: hostEvent.bytes,
         });
       }
+      const began = performance.now();
       const result = await invoke(hostEvent, payload);
+      const seconds = (performance.now() - began) / 1000;
       if (result.kind === 'error' && result.fatal) {
+        metrics?.batchDone('failed', seconds);
         const error = result.error;
         fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error);
         return;
       }
       const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
+      metrics?.batchDone(decision.outcome === 'success' ? 'stored' : 'failed', seconds);
       if (decision.reportedWithoutSwitch > 0) {
         logger.error('failure report honoured although STORAGE_REPORT_BATCH_ITEM_FAILURES is off', {
           pipeline: pipeline.name,
@@ -285,8 +298,10 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         },
       });
     },
+    status: () => ({ joined: inGroup, failed: failure !== undefined }),
     async stop() {
       stopping = true;
+      metrics?.up(false);
       const disconnected = consumer.disconnect();
       if (inGroup) return disconnected;
       // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold

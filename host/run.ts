@@ -1,5 +1,8 @@
 import type { CoreLogger } from '../shared/db.js';
-import type { HostOptions } from './supervisor.js';
+import type { HttpEndpoint } from './http-endpoint.js';
+import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';
+import { createHostMetrics } from './metrics.js';
+import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
 import type { HostSettings } from './settings.js';
 
@@ -10,15 +13,26 @@ export { startHost } from './supervisor.js';
 export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
 /**
- * Runs the host until it stops and resolves with the process exit code. The first SIGTERM or
- * SIGINT stops it gracefully (in-flight batches finish and commit within the shutdown
- * timeout; exit 0); a second one gives up at once (exit 1). The handlers are installed
- * explicitly, so this also works as PID 1 in a container, where the kernel would otherwise
- * ignore SIGTERM.
+ * Runs the host until it stops and resolves with the process exit code. Unless
+ * `STORAGE_HTTP_PORT` is 0, the HTTP endpoint (`/healthz`, `/readyz`, `/metrics`) is bound
+ * first, so a port that is taken fails the start before anything connects, and it answers
+ * until the host has stopped. The first SIGTERM or SIGINT stops the host gracefully
+ * (in-flight batches finish and commit within the shutdown timeout; exit 0); a second one
+ * gives up at once (exit 1). The handlers are installed explicitly, so this also works as
+ * PID 1 in a container, where the kernel would otherwise ignore SIGTERM.
  */
 export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {
   const logger: CoreLogger = options.logger ?? createHostLogger();
-  const host = startHost(settings, { ...options, logger });
+  let host: HostHandle | undefined = undefined;
+  let endpoint: HttpEndpoint | undefined;
+  let metrics = options.metrics;
+  if (settings.http.port !== 0) {
+    metrics ??= createHostMetrics(settings.storage.selectedPipelines, async () => (host ? host.lag() : []));
+    endpoint = await startHttpEndpoint(settings.http, metrics.registry, () => host);
+    logger.info('HTTP endpoint listening', { address: settings.http.host, port: endpoint.port, paths: Object.values(HTTP_PATHS) });
+  }
+  host = startHost(settings, { ...options, logger, metrics });
+  const started = host;
   let giveUp!: (code: number) => void;
   const gaveUp = new Promise<number>((resolve) => (giveUp = resolve));
   let received = 0;
@@ -26,7 +40,7 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
     received += 1;
     if (received === 1) {
       logger.info('stop signal received; finishing in-flight batches', { signal, shutdownTimeoutMs: settings.shutdownTimeoutMs });
-      void host.stop(signal);
+      void started.stop(signal);
     } else {
       logger.error('second stop signal received; exiting now without waiting for in-flight batches', { signal });
       giveUp(EXIT_FAILED);
@@ -34,8 +48,9 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
-    return await Promise.race([host.done, gaveUp]);
+    return await Promise.race([started.done, gaveUp]);
   } finally {
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    await endpoint?.close();
   }
 }

@@ -68,6 +68,25 @@ export interface HeartbeatSettings {
   readonly intervalMs: number;
 }
 
+/** The host's HTTP endpoint: `/healthz`, `/readyz`, `/metrics`. */
+export interface HttpSettings {
+  /** `STORAGE_HTTP_PORT`, default {@link DEFAULT_HTTP_PORT}; 0 turns the endpoint off. */
+  readonly port: number;
+  /** `STORAGE_HTTP_HOST`: the address to bind, default all interfaces (probes and scrapers come from outside). */
+  readonly host: string;
+}
+
+/** The HTTP endpoint's default port (prom-client's customary exporter port). */
+export const DEFAULT_HTTP_PORT = 9464;
+
+/** Reads the HTTP endpoint's settings alone (the health check needs them without Kafka settings). */
+export function loadHttpSettings(env: Environment = process.env): HttpSettings {
+  return {
+    port: readVariable(env, 'STORAGE_HTTP_PORT', integerVariable(0, 65_535), DEFAULT_HTTP_PORT),
+    host: readVariable(env, 'STORAGE_HTTP_HOST', z.string().trim().min(1), '0.0.0.0'),
+  };
+}
+
 /** Everything the host needs: its own settings plus the shared pipeline settings. Frozen. */
 export interface HostSettings {
   readonly kafka: KafkaSettings;
@@ -86,6 +105,7 @@ export interface HostSettings {
   readonly invoke: InvokeSettings;
   /** Apply the SQL migrations before consuming (`STORAGE_MIGRATE_ON_START`). */
   readonly migrateOnStart: boolean;
+  readonly http: HttpSettings;
   /** The shared settings the handlers run with (pipelines, database, retry ...). */
   readonly storage: Settings;
 }
@@ -251,6 +271,7 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
     heartbeat,
     invoke,
     migrateOnStart: readVariable(env, 'STORAGE_MIGRATE_ON_START', booleanVariable, false),
+    http: loadHttpSettings(env),
     storage,
   };
   return deepFreeze(settings);

@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { logLevel } from 'kafkajs';
-import type { LogEntry } from 'kafkajs';
+import type { Admin, Kafka, LogEntry } from 'kafkajs';
+import { groupPosition } from '../cli/kafka.js';
 import type { CoreLogger } from '../shared/db.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
@@ -9,6 +10,7 @@ import { createKafka } from './kafka-connection.js';
 import type { KafkaClientOptions } from './kafka-connection.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
+import type { HostMetrics, PartitionLag, PipelineMetrics } from './metrics.js';
 import type { PipelineConsumer } from './pipeline-consumer.js';
 import { createPipelineConsumer } from './pipeline-consumer.js';
 import type { HostSettings } from './settings.js';
@@ -25,8 +27,31 @@ export const EXIT_FAILED = 1;
 export interface HostOptions {
   readonly logger?: CoreLogger;
   /** Builds each pipeline's invoker; default: in-process or Lambda, as the settings say. */
-  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings) => Invoker;
+  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics) => Invoker;
+  /** Where the pipelines count their batches (the HTTP endpoint's `/metrics`); default: nowhere. */
+  readonly metrics?: HostMetrics;
 }
+
+/** One pipeline as readiness sees it. */
+export interface PipelineReadiness {
+  /** The consumer holds its place in its group (joined, not rebalancing). */
+  readonly joined: boolean;
+  readonly failed: boolean;
+  /** `ok`, the error of a database that does not answer, or why it was not checked. */
+  readonly database: string;
+}
+
+/** The answer of `/readyz`: ready only when every pipeline has joined its group and its database answers. */
+export interface Readiness {
+  readonly ready: boolean;
+  readonly state: HostState;
+  readonly pipelines: Readonly<Partial<Record<PipelineName, PipelineReadiness>>>;
+  /** What keeps the host from being ready, one line each; empty when ready. */
+  readonly missing: readonly string[];
+}
+
+/** A readiness database check never waits longer than this. */
+export const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
 /** A running host. */
 export interface HostHandle {
@@ -38,6 +63,10 @@ export interface HostHandle {
   stop(reason?: string): Promise<number>;
   /** Resolves with the exit code once the host has stopped. Never rejects. */
   readonly done: Promise<number>;
+  /** Checks every pipeline's group membership and database (`/readyz`). Never rejects. */
+  readiness(): Promise<Readiness>;
+  /** Each pipeline's lag per partition, read from the broker (committed offset to end). */
+  lag(): Promise<PartitionLag[]>;
 }
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
@@ -95,6 +124,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   const invokers: Invoker[] = [];
   const consumers: PipelineConsumer[] = [];
+  let kafka: Kafka | undefined;
+  let lagAdmin: Promise<Admin> | undefined;
 
   const life = async (): Promise<number> => {
     const pipelines = settings.storage.selectedPipelines;
@@ -107,9 +138,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {
-        const kafka = createKafka(settings.kafka, kafkaLogging(logger));
+        kafka = createKafka(settings.kafka, kafkaLogging(logger));
         for (const name of pipelines) {
-          const invoker = makeInvoker(name, settings);
+          const pipelineMetrics = options.metrics?.pipeline(name);
+          const invoker = makeInvoker(name, settings, pipelineMetrics);
           invokers.push(invoker);
           consumers.push(
             createPipelineConsumer({
@@ -120,6 +152,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
               logger,
               heartbeat: createHeartbeat({ dir: settings.heartbeat.dir, pipeline: name, intervalMs: settings.heartbeat.intervalMs, logger }),
               onFailure,
+              metrics: pipelineMetrics,
             }),
           );
         }
@@ -162,6 +195,9 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     } else {
       await Promise.allSettled(invokers.map((invoker) => invoker.close()));
     }
+    const admin = lagAdmin;
+    lagAdmin = undefined;
+    await admin?.then((connected) => connected.disconnect()).catch(() => undefined);
     const exitCode = failure || outcome === 'timeout' ? EXIT_FAILED : EXIT_OK;
     state = 'Stopped';
     logger.info('Stopped', { state: 'Stopped', exitCode });
@@ -172,8 +208,65 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     logger.error('the host itself failed', { error: String(error) });
     return EXIT_FAILED;
   });
+  const pingDatabase = async (invoker: Invoker | undefined): Promise<string> => {
+    if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`)), READINESS_DATABASE_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([invoker.ping(), timeout]);
+      return 'ok';
+    } catch (error) {
+      return error instanceof Error ? error.message || error.name : String(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  const readiness = async (): Promise<Readiness> => {
+    const names = settings.storage.selectedPipelines;
+    const databases = await Promise.all(names.map((_, index) => pingDatabase(invokers[index])));
+    const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
+    const missing: string[] = [];
+    if (state !== 'Running') missing.push(`host: ${state}`);
+    names.forEach((name, index) => {
+      const status = consumers[index]?.status() ?? { joined: false, failed: false };
+      const database = databases[index] as string;
+      pipelines[name] = { ...status, database };
+      if (status.failed) missing.push(`${name}: failed`);
+      else if (!status.joined) missing.push(`${name}: not in its consumer group ${settings.storage.pipelines[name].group}`);
+      if (database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer (${database})`);
+    });
+    return { ready: missing.length === 0, state, pipelines, missing };
+  };
+
+  const lag = async (): Promise<PartitionLag[]> => {
+    if (kafka === undefined || state === 'Stopped') return [];
+    const client = kafka;
+    lagAdmin ??= (async () => {
+      const admin = client.admin();
+      await admin.connect();
+      return admin;
+    })();
+    const admin = await lagAdmin.catch((error: unknown) => {
+      lagAdmin = undefined;
+      throw error;
+    });
+    const positions = await Promise.all(settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])));
+    return positions.flatMap((position, index) =>
+      position.partitions.map(({ partition, lag: value }) => ({
+        pipeline: settings.storage.selectedPipelines[index] as PipelineName,
+        partition,
+        lag: Number(value),
+      })),
+    );
+  };
+
   return {
     state: () => state,
+    readiness,
+    lag,
     running,
     stop(reason = 'requested') {
       requestStop(reason);

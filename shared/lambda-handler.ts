@@ -19,6 +19,8 @@ export interface PipelineHandlerOptions {
   readonly database?: DatabaseSource;
   /** Told about every batch, e.g. to emit metrics. */
   readonly onBatch?: (report: BatchReport) => void;
+  /** Told about every transient database retry inside a batch, e.g. to count it. */
+  readonly onRetry?: () => void;
   /** Flushed (EMF to stdout) after every invocation, also a failed one. */
   readonly metrics?: Metrics;
 }
@@ -35,6 +37,7 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
   const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
     const { response, report } = await processBatch(event, runtime, {
       remainingMs: () => context.getRemainingTimeInMillis(),
+      onWait: options.onRetry,
     });
     options.onBatch?.(report);
     return response;

@@ -1,16 +1,60 @@
 import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
-import { loadHeartbeatSettings } from '../../host/settings.js';
+import { HTTP_PATHS } from '../../host/http-endpoint.js';
+import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
+import type { Environment } from '../../shared/env.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { renderJson } from '../output.js';
 import { parseDuration } from '../time.js';
 
-/** `healthcheck`: the host's per-pipeline heartbeat files are fresh. */
+/** How long an HTTP check waits for the endpoint's answer. */
+const HTTP_TIMEOUT_MS = 5_000;
+
+/**
+ * Asks the host's own endpoint (`STORAGE_HTTP_PORT`, on loopback when it binds every address):
+ * exit 0 on 200, else 1 with what the endpoint says is missing.
+ */
+async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io: CliIo): Promise<number> {
+  const http = loadHttpSettings(env);
+  if (http.port === 0) throw new UsageError('--http needs the endpoint: STORAGE_HTTP_PORT is 0 (off)');
+  const host = http.host === '0.0.0.0' || http.host === '::' ? '127.0.0.1' : http.host;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${http.port}${ready ? HTTP_PATHS.ready : HTTP_PATHS.health}`;
+  let status: number;
+  let body: unknown;
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(HTTP_TIMEOUT_MS) });
+    status = response.status;
+    const text = await response.text();
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+  } catch (error) {
+    const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
+    if (json) io.stdout(renderJson({ healthy: false, url, error: reason }));
+    else io.stdout(`unhealthy: ${url} does not answer: ${reason}\n`);
+    return EXIT.failed;
+  }
+  const healthy = status === 200;
+  if (json) {
+    io.stdout(renderJson({ healthy, url, status, body }));
+  } else if (healthy) {
+    io.stdout(`healthy: ${url} answered 200\n`);
+  } else {
+    const missing = typeof body === 'object' && body !== null && Array.isArray((body as { missing?: unknown }).missing) ? ((body as { missing: unknown[] }).missing as unknown[]) : [];
+    io.stdout(`unhealthy: ${url} answered ${status}\n${missing.map((line) => `  ${String(line)}\n`).join('')}`);
+  }
+  return healthy ? EXIT.ok : EXIT.failed;
+}
+
+/** `healthcheck`: the host's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
 export const healthcheck: Command = {
   name: 'healthcheck',
-  summary: "check the host's per-pipeline heartbeat files (container health check)",
+  summary: "check the host's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
   help: `Usage: storage-consumer healthcheck [--max-age <duration>] [--json]
+       storage-consumer healthcheck --http [--ready] [--json]
 
 Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
 written recently, else exit 1 naming each pipeline whose file is missing or stale. Needs neither
@@ -19,11 +63,25 @@ Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck 
   --max-age D   staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one
                 poll timeout: 16s with the default STORAGE_HEARTBEAT_INTERVAL_MS and
                 STORAGE_POLL_TIMEOUT_MS)
+  --http        ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on
+                127.0.0.1 unless STORAGE_HTTP_HOST names one address): /healthz, exit 0 on 200
+  --ready       with --http: ask /readyz instead (every pipeline in its consumer group, its
+                database answering); exit 1 names what is missing
   --json        the result as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(healthcheck, args, io, { ...JSON_OPTION, 'max-age': { type: 'string' } });
+    const parsed = parseCommandArgs(healthcheck, args, io, {
+      ...JSON_OPTION,
+      'max-age': { type: 'string' },
+      http: { type: 'boolean' },
+      ready: { type: 'boolean' },
+    });
     if (!parsed) return EXIT.ok;
+    if (parsed.values.ready === true && parsed.values.http !== true) throw new UsageError('--ready goes with --http');
+    if (parsed.values.http === true) {
+      if (parsed.values['max-age'] !== undefined) throw new UsageError('--max-age is for heartbeat files, not --http');
+      return checkEndpoint(io.env, parsed.values.ready === true, parsed.values.json === true, io);
+    }
     const heartbeat = loadHeartbeatSettings(io.env);
     const pipelines = loadSettings(io.env).selectedPipelines;
     const rawMaxAge = parsed.values['max-age'];

@@ -50,6 +50,8 @@ export function hostEnvironment(options: {
     STORAGE_INVOKE_RETRY_BASE_MS: '100',
     STORAGE_SHUTDOWN_TIMEOUT_MS: '20000',
     STORAGE_HEARTBEAT_INTERVAL_MS: '500',
+    // Hosts of test files run side by side: no HTTP endpoint unless a test asks for one on its own port.
+    STORAGE_HTTP_PORT: '0',
   };
   if (options.heartbeatDir) env.STORAGE_HEARTBEAT_DIR = options.heartbeatDir;
   for (const name of PIPELINE_NAMES) {

@@ -1,0 +1,103 @@
+import { createServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+import { ConfigurationError } from '../shared/errors.js';
+import type { HostState, Readiness } from './supervisor.js';
+import type { HttpSettings } from './settings.js';
+
+/** The paths the endpoint serves (an interface: probes and scrape configs name them). */
+export const HTTP_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
+
+/** What the endpoint asks the host; `undefined` while the host is not created yet. */
+export interface EndpointTarget {
+  state(): HostState;
+  readiness(): Promise<Readiness>;
+}
+
+/** A listening endpoint. */
+export interface HttpEndpoint {
+  /** The bound port (the given one, or the one the OS chose). */
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** States in which the process is not alive in a liveness probe's sense: it is going away. */
+const NOT_ALIVE: ReadonlySet<HostState> = new Set(['Failing', 'Stopped']);
+
+function send(response: ServerResponse, status: number, body: unknown, contentType = 'application/json'): void {
+  const text = typeof body === 'string' ? body : `${JSON.stringify(body)}\n`;
+  response.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
+  response.end(text);
+}
+
+/**
+ * Serves the host's health and metrics over HTTP:
+ * - `/healthz`: 200 while the process is alive and its event loop turns (an answer at all is
+ *   the proof), 503 once a pipeline failed or the host stopped;
+ * - `/readyz`: 200 only when every pipeline has joined its consumer group and its database
+ *   answers, else 503 with a JSON body naming what is missing;
+ * - `/metrics`: the Prometheus text format of `registry`.
+ * A port that cannot be bound is a start-up error naming `STORAGE_HTTP_PORT`.
+ */
+export async function startHttpEndpoint(
+  settings: HttpSettings,
+  registry: Registry,
+  target: () => EndpointTarget | undefined,
+): Promise<HttpEndpoint> {
+  const server = createServer((request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      send(response, 405, { error: 'method not allowed' });
+      return;
+    }
+    const host = target();
+    const handle = async () => {
+      switch (path) {
+        case HTTP_PATHS.health: {
+          const state = host?.state() ?? 'Starting';
+          send(response, NOT_ALIVE.has(state) ? 503 : 200, { alive: !NOT_ALIVE.has(state), state });
+          return;
+        }
+        case HTTP_PATHS.ready: {
+          const readiness: Readiness = host
+            ? await host.readiness()
+            : { ready: false, state: 'Starting', pipelines: {}, missing: ['host: Starting'] };
+          send(response, readiness.ready ? 200 : 503, readiness);
+          return;
+        }
+        case HTTP_PATHS.metrics:
+          send(response, 200, await registry.metrics(), registry.contentType);
+          return;
+        default:
+          send(response, 404, { error: 'not found', paths: Object.values(HTTP_PATHS) });
+      }
+    };
+    handle().catch((error: unknown) => {
+      if (!response.headersSent) send(response, 500, { error: String(error) });
+      else response.destroy();
+    });
+  });
+  // A probe must never hold the stop: idle keep-alive connections are not waited for.
+  server.keepAliveTimeout = 5_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new ConfigurationError(
+          `STORAGE_HTTP_PORT=${settings.port} cannot be served on ${settings.host}: ${error.code ?? error.message} (set another port, or 0 to turn the endpoint off)`,
+          { cause: error },
+        ),
+      ),
+    );
+    server.listen(settings.port, settings.host, () => resolve());
+  });
+  const address = server.address();
+  const port = address !== null && typeof address === 'object' ? address.port : settings.port;
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
