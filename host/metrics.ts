@@ -131,7 +131,8 @@ export function createHostMetrics(
           const counts: Record<RecordOutcome, number> = {
             inserted: report.inserted,
             updated: report.updated,
-            skipped: report.skipped,
+            // A replayed poison record whose dead letter is already stored wrote nothing new: skipped.
+            skipped: report.skipped + report.alreadyDeadLettered,
             deduplicated: report.deduplicated,
             dead_lettered: report.deadLettered,
           };

@@ -36,7 +36,7 @@ describe('the host metrics', () => {
   it('have every pipeline series from the start at 0, and count a stored batch by outcome', async () => {
     const metrics = createHostMetrics(PIPELINE_NAMES);
     const report: BatchReport = {
-      pipeline: 'reviews', records: 10, inserted: 4, updated: 2, skipped: 1, deduplicated: 1, deadLettered: 2,
+      pipeline: 'reviews', records: 11, inserted: 4, updated: 2, skipped: 1, deduplicated: 1, deadLettered: 2, alreadyDeadLettered: 1,
       durationMs: 12, attempts: 2, failed: false, partitions: [],
     };
 
@@ -48,6 +48,7 @@ describe('the host metrics', () => {
     const text = await metrics.registry.metrics();
     expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="inserted"} 4');
     expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="dead_lettered"} 2');
+    expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="skipped"} 2');
     expect(text).toContain('storage_consumer_records_total{pipeline="network-metrics",outcome="inserted"} 0');
     expect(text).toContain('storage_consumer_batches_total{pipeline="reviews",result="stored"} 1');
     expect(text).toContain('storage_consumer_batches_total{pipeline="app-stats",result="failed"} 0');
