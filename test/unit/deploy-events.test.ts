@@ -3,7 +3,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { EVENTS_DIRECTORY, eventFileText, sampleEvents } from '../../scripts/generate-events.js';
+import { EVENTS_DIRECTORY, SAMPLE_APPLICATIONS, eventFileText, sampleEvents } from '../../scripts/generate-events.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
 
 const samples = sampleEvents();
@@ -36,5 +36,26 @@ describe('events/', () => {
       }
     }
     expect(samples).toHaveProperty('reviews-stale-update');
+  });
+
+  it("refers only to apps npm start registers (dev/sample-apps.sql), but for the unknown-app case's", async () => {
+    const sql = await readFile(new URL('../../dev/sample-apps.sql', import.meta.url), 'utf8');
+    const registered = new Set([...sql.matchAll(/\(\s*\d+\s*,\s*'([^']+)'/g)].map(([, name]) => name));
+    const named = (name: string) =>
+      parseKafkaEvent(samples[name]).flatMap((record) => {
+        try {
+          const message = JSON.parse((record.value ?? Buffer.alloc(0)).toString('utf8')) as { package_name?: unknown };
+          return typeof message.package_name === 'string' ? [message.package_name] : [];
+        } catch {
+          return [];
+        }
+      });
+
+    for (const app of SAMPLE_APPLICATIONS) expect(registered).toContain(app.package_name);
+    for (const name of Object.keys(samples)) {
+      const unregistered = named(name).filter((app) => !registered.has(app));
+      if (name.endsWith('-unknown-app')) expect(unregistered, name).toEqual(['com.example.unregistered']);
+      else expect(unregistered, name).toEqual([]);
+    }
   });
 });
