@@ -13,12 +13,19 @@ export { startHost } from './supervisor.js';
 export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
 /**
+ * A terminal's Ctrl-C reaches every process of the foreground group, and `npm` and `tsx` relay
+ * it to their child as well: one key press arrives as two or three SIGINTs within milliseconds.
+ * A SIGINT that soon after the first one is that same key press, not a second request.
+ */
+export const RELAYED_SIGINT_MS = 500;
+
+/**
  * Runs the host until it stops and resolves with the process exit code. Unless
  * `STORAGE_HTTP_PORT` is 0, the HTTP endpoint (`/healthz`, `/readyz`, `/metrics`) is bound
  * first, so a port that is taken fails the start before anything connects, and it answers
  * until the host has stopped. The first SIGTERM or SIGINT stops the host gracefully
  * (in-flight batches finish and commit within the shutdown timeout; exit 0); a second one
- * gives up at once (exit 1). The handlers are installed explicitly, so this also works as
+ * gives up at once (exit 1), except a SIGINT within {@link RELAYED_SIGINT_MS} of the first. The handlers are installed explicitly, so this also works as
  * PID 1 in a container, where the kernel would otherwise ignore SIGTERM.
  */
 export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {
@@ -36,9 +43,12 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   let giveUp!: (code: number) => void;
   const gaveUp = new Promise<number>((resolve) => (giveUp = resolve));
   let received = 0;
+  let firstAt = 0;
   const onSignal = (signal: NodeJS.Signals) => {
+    if (received > 0 && signal === 'SIGINT' && Date.now() - firstAt < RELAYED_SIGINT_MS) return;
     received += 1;
     if (received === 1) {
+      firstAt = Date.now();
       logger.info('stop signal received; finishing in-flight batches', { signal, shutdownTimeoutMs: settings.shutdownTimeoutMs });
       void started.stop(signal);
     } else {

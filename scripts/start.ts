@@ -81,7 +81,13 @@ async function main(): Promise<number> {
     });
     say(`migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already there`);
     const topics = PIPELINE_NAMES.map((name) => ({ topic: storage.pipelines[name].topic, partitions: 3 }));
-    await ensureTopics(cluster.brokers, topics);
+    // ensureTopics' own info line is an object for log collectors; here one line says it.
+    const ensured = await ensureTopics(cluster.brokers, topics, { logger: { info: () => undefined, warn: (m) => say(m) } });
+    say(
+      ensured.created.length > 0
+        ? `topics: created ${ensured.created.join(', ')} (3 partitions each)`
+        : `topics: ${topics.map((t) => t.topic).join(', ')} already there`,
+    );
 
     const env = { ...process.env, KAFKA_BROKERS: cluster.brokers.join(','), DATABASE_URL: url };
     const settings = loadHostSettings(env);
@@ -91,6 +97,7 @@ async function main(): Promise<number> {
     say('Send messages: npm run produce:sample   (good and bad ones; watch rows and dead letters appear)');
     say(`Look:        psql "${url}" -c 'SELECT review_id, score FROM reviews'`);
     say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    if (settings.http.port !== 0) say(`Health:      http://127.0.0.1:${settings.http.port}/readyz   metrics: http://127.0.0.1:${settings.http.port}/metrics`);
     say('Stop:        Ctrl-C');
     say('');
     return await runHost(settings, { logger });
