@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
+import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../shared/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
 import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
@@ -325,6 +326,49 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       expect(watched.sort()).toEqual(['Invocations', 'OffsetLag']);
       expect(metrics.find((metric) => metric.ReturnData === true)?.Expression).toBe('IF(lag > 0 AND FILL(invocations, 0) == 0, 1, 0)');
     }
+  });
+
+  it('shows every consumer on the stage\'s dashboard, each widget naming a metric the code or AWS/Lambda emits', () => {
+    const dashboards = ofType(packaged[stage], 'AWS::CloudWatch::Dashboard');
+    expect(dashboards.map(([id]) => id)).toEqual(['Dashboard']);
+    const properties = dashboards[0]![1].Properties;
+    expect(properties.DashboardName).toBe(`storage-consumer-${stage}`);
+    // The body is one JSON text joined around the function names and the region.
+    const [separator, parts] = (properties.DashboardBody as { 'Fn::Join': [string, Json[]] })['Fn::Join'];
+    const text = parts.map((part) => (typeof part === 'string' ? part : `<${(part as { Ref: string }).Ref}>`)).join(separator);
+    const body = JSON.parse(text) as { widgets: Array<{ properties: { title: string; region: string; metrics: Json[][] } }> };
+    const emitted = new Set<string>(Object.values(BATCH_METRIC_NAMES));
+    // What Lambda emits per function for a Kafka event source mapping (OffsetLag included).
+    const lambdaEmits = new Set(['Invocations', 'Errors', 'Throttles', 'Duration', 'ConcurrentExecutions', 'OffsetLag']);
+    const functionsDeployed = new Set(ofType(packaged[stage], 'AWS::Lambda::Function').map(([id]) => `<${id}>`));
+    const shown: Record<string, Set<string>> = {};
+    for (const { properties: widget } of body.widgets) {
+      expect(widget.region, widget.title).toBe('<AWS::Region>');
+      expect(widget.metrics.length, widget.title).toBeGreaterThan(0);
+      for (const metric of widget.metrics) {
+        const [namespace, name, ...rest] = metric as [string, string, ...Json[]];
+        const options = (typeof rest.at(-1) === 'object' ? rest.pop() : {}) as { stat?: string };
+        const dimensions = Object.fromEntries(Array.from({ length: rest.length / 2 }, (_, index) => [rest[2 * index], rest[2 * index + 1]]));
+        let consumer: string;
+        if (namespace === 'AWS/Lambda') {
+          expect(lambdaEmits.has(name), `${widget.title}: AWS/Lambda has no ${name}`).toBe(true);
+          expect(Object.keys(dimensions), widget.title).toEqual(['FunctionName']);
+          expect(functionsDeployed.has(dimensions.FunctionName as string), widget.title).toBe(true);
+          consumer = CONSUMERS.find(({ fn }) => dimensions.FunctionName === `<${fn}LambdaFunction>`)?.pipeline ?? 'none';
+        } else {
+          // The functions' POWERTOOLS_METRICS_NAMESPACE and the dimensions shared/metrics.ts sets.
+          expect(namespace, widget.title).toBe(`StorageConsumer/${stage}`);
+          expect(emitted.has(name), `${widget.title}: the handlers emit no ${name}`).toBe(true);
+          expect(dimensions.service, widget.title).toBe(METRICS_SERVICE_NAME);
+          consumer = dimensions.pipeline as string;
+        }
+        expect(widget.title.startsWith(`${consumer}: `), widget.title).toBe(true);
+        (shown[consumer] ??= new Set()).add(`${name}${options.stat === 'p50' || options.stat === 'p99' ? ` ${options.stat}` : ''}`);
+      }
+    }
+    const everyConsumerShows = ['Inserted', 'Updated', 'Skipped', 'DeadLettered', 'BatchFailed', 'BatchDurationMs p50', 'BatchDurationMs p99', 'OffsetLag', 'Errors', 'Throttles', 'ConcurrentExecutions'];
+    for (const { pipeline } of CONSUMERS) expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
+    expect(Object.keys(shown).sort()).toEqual(CONSUMERS.map(({ pipeline }) => pipeline).sort());
   });
 
   it('scopes every IAM statement (only EC2 Describe actions, which take no resource, use *)', () => {

@@ -1,0 +1,128 @@
+// @ts-check
+/**
+ * The stage's CloudWatch dashboard: one row per consumer function, generated from the pipelines
+ * of shared/pipeline-names.ts (as deploy/pipelines.js generates the rest). Each row shows what
+ * docs/operations.md's runbooks look at: records by outcome, dead letters, BatchFailed and batch
+ * duration p50/p99 (the handlers' EMF metrics, namespace `StorageConsumer/<stage>`, dimensions
+ * `service` and `pipeline`, shared/metrics.ts), and the function's OffsetLag, errors, throttles
+ * and concurrency (AWS/Lambda, by FunctionName). serverless.yml loads it with
+ * `${file(./deploy/dashboard.js):dashboard}`.
+ */
+import { tsImport } from 'tsx/esm/api';
+
+/** A widget's place in the body is its index; CloudWatch lays out 24 columns. */
+const WIDTH = 6;
+const HEIGHT = 6;
+const PERIOD = 300;
+
+/**
+ * A placeholder for a CloudFormation value inside the body's JSON text, cut out again by
+ * {@link joined}: the body is one string, and the function names exist only once deployed.
+ * @param {string} ref
+ */
+const placeholder = (ref) => `@@REF:${ref}@@`;
+
+/**
+ * The body as `Fn::Join` of its JSON text and the `Ref`s its placeholders stand for.
+ * @param {string} text
+ */
+function joined(text) {
+  const parts = text.split(/@@REF:([\w:]+)@@/);
+  return { 'Fn::Join': ['', parts.map((part, index) => (index % 2 === 1 ? { Ref: part } : part))] };
+}
+
+/**
+ * @typedef {object} MetricNames The handlers' EMF metric names (shared/metrics.ts BATCH_METRIC_NAMES).
+ * @property {string} records
+ * @property {string} inserted
+ * @property {string} updated
+ * @property {string} skipped
+ * @property {string} deadLettered
+ * @property {string} alreadyDeadLettered
+ * @property {string} durationMs
+ * @property {string} failed
+ */
+
+/**
+ * @param {{ name: string, id: string, namespace: string, service: string, metricNames: MetricNames }} pipeline
+ * @param {number} row
+ * @returns {object[]} The consumer's widgets, one row of 24 columns (two lines of four).
+ */
+function widgetsOf({ name, id, namespace, service, metricNames }, row) {
+  const emf = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [namespace, metric, 'service', service, 'pipeline', name, options];
+  const lambda = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [
+    'AWS/Lambda',
+    metric,
+    'FunctionName',
+    placeholder(`${id}LambdaFunction`),
+    options,
+  ];
+  /** @param {number} column @param {number} line @param {string} title @param {unknown[][]} metrics @param {object} [extra] */
+  const graph = (column, line, title, metrics, extra = {}) => ({
+    type: 'metric',
+    x: column * WIDTH,
+    y: row * 2 * HEIGHT + line * HEIGHT,
+    width: WIDTH,
+    height: HEIGHT,
+    properties: {
+      title: `${name}: ${title}`,
+      view: 'timeSeries',
+      region: placeholder('AWS::Region'),
+      period: PERIOD,
+      metrics,
+      ...extra,
+    },
+  });
+  return [
+    graph(0, 0, 'records by outcome', [
+      emf(metricNames.inserted, { stat: 'Sum', label: 'inserted' }),
+      emf(metricNames.updated, { stat: 'Sum', label: 'updated' }),
+      emf(metricNames.skipped, { stat: 'Sum', label: 'skipped' }),
+      emf(metricNames.deadLettered, { stat: 'Sum', label: 'dead-lettered' }),
+      emf(metricNames.alreadyDeadLettered, { stat: 'Sum', label: 'already dead-lettered (replay)' }),
+      emf(metricNames.records, { stat: 'Sum', label: 'records' }),
+    ], { stacked: false }),
+    graph(1, 0, 'dead letters', [emf(metricNames.deadLettered, { stat: 'Sum', label: 'dead-lettered', color: '#d62728' })]),
+    graph(2, 0, 'BatchFailed (handed back)', [emf(metricNames.failed, { stat: 'Sum', label: 'failed batches', color: '#ff7f0e' })]),
+    graph(3, 0, 'batch duration p50 / p99 (ms)', [
+      emf(metricNames.durationMs, { stat: 'p50', label: 'p50' }),
+      emf(metricNames.durationMs, { stat: 'p99', label: 'p99' }),
+    ]),
+    graph(0, 1, 'OffsetLag (max)', [lambda('OffsetLag', { stat: 'Maximum', label: 'offset lag' })]),
+    graph(1, 1, 'errors', [lambda('Errors', { stat: 'Sum', label: 'errors', color: '#d62728' })]),
+    graph(2, 1, 'throttles', [lambda('Throttles', { stat: 'Sum', label: 'throttles' })]),
+    graph(3, 1, 'concurrency (max)', [lambda('ConcurrentExecutions', { stat: 'Maximum', label: 'concurrent executions' })]),
+  ];
+}
+
+/** The dashboard resource (`Dashboard`), named `<service>-<stage>`. */
+export async function dashboard() {
+  /** @type {{ PIPELINE_NAMES: readonly string[] }} */
+  const names = await tsImport('../shared/pipeline-names.ts', import.meta.url);
+  /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */
+  const metrics = await tsImport('../shared/metrics.ts', import.meta.url);
+  const widgets = names.PIPELINE_NAMES.flatMap((name, row) =>
+    widgetsOf(
+      {
+        name,
+        id: name.split('-').map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join(''),
+        // The functions' POWERTOOLS_METRICS_NAMESPACE (serverless.yml, provider environment).
+        namespace: 'StorageConsumer/${sls:stage}',
+        service: metrics.METRICS_SERVICE_NAME,
+        metricNames: metrics.BATCH_METRIC_NAMES,
+      },
+      row,
+    ),
+  );
+  return {
+    Resources: {
+      Dashboard: {
+        Type: 'AWS::CloudWatch::Dashboard',
+        Properties: {
+          DashboardName: '${self:service}-${sls:stage}',
+          DashboardBody: joined(JSON.stringify({ widgets })),
+        },
+      },
+    },
+  };
+}
