@@ -93,7 +93,10 @@ export async function startPgBouncer(
     '',
   ].join('\n');
   await writeFile(join(folder, 'pgbouncer.ini'), config, { mode: 0o644 });
-  await writeFile(join(folder, 'userlist.txt'), `"${user}" ""\n`, { mode: 0o644 });
+  // Clients are trusted; PgBouncer logs in to a server that checks passwords (the embedded one)
+  // with the user's password from this list.
+  const password = decodeURIComponent(target.password).replace(/"/g, '""');
+  await writeFile(join(folder, 'userlist.txt'), `"${user}" "${password}"\n`, { mode: 0o644 });
 
   const asRoot = process.getuid?.() === 0;
   // setpriv execs PgBouncer itself, so the child's pid is PgBouncer's and a signal reaches it.
