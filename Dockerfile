@@ -41,6 +41,8 @@ USER node
 # and exits. Give it a stop grace period above that: docker stop -t 45, compose
 # stop_grace_period: 45s, ECS stopTimeout: 45, Kubernetes terminationGracePeriodSeconds: 45.
 STOPSIGNAL SIGTERM
+# The host's HTTP endpoint (STORAGE_HTTP_PORT): /healthz, /readyz, Prometheus /metrics.
+EXPOSE 9464
 # Every pipeline of STORAGE_PIPELINES has a fresh heartbeat file (16 s at the defaults).
 HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 \
   CMD ["node", "bin/storage-consumer.js", "healthcheck"]

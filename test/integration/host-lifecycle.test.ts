@@ -162,6 +162,25 @@ describe('host life cycle', () => {
     expect(groups.map((group) => group.state)).toEqual(['Empty', 'Empty', 'Empty']);
   });
 
+  it('takes a Ctrl-C relayed by npm and tsx (SIGINTs within 0.5 s) as one stop request: a clean stop, exit 0', async () => {
+    // Prepare
+    const names = await createTestPipelines('host-life-ctrlc');
+    const host = spawnHost(await environment(names));
+    await host.waitForLog(stateIs('Running'));
+
+    // Act: what a terminal's Ctrl-C under `npm start` delivers
+    for (let copy = 0; copy < 3; copy += 1) {
+      host.child.kill('SIGINT');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+
+    // Assess
+    expect((await host.exited).code).toBe(0);
+    expect(host.lines.filter((line) => line.message?.startsWith('stop signal received'))).toHaveLength(1);
+    expect(host.lines.some((line) => line.message?.startsWith('second stop signal'))).toBe(false);
+    expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
+  });
+
   it('refuses a bad setting at start with exit 1, naming the variable', async () => {
     // Prepare
     const names = await createTestPipelines('host-life-config');
