@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { BatchReport } from '../shared/pipeline.js';
+import type { BatchReport } from '../shared/batch-report.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 
 /**

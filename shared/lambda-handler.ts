@@ -4,7 +4,7 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import type { BatchReport, BatchResponse } from './pipeline.js';
+import type { BatchReport, BatchResponse } from './batch-report.js';
 import { processBatch } from './pipeline.js';
 import type { PipelineName } from './pipeline-names.js';
 import type { DatabaseSource } from './runtime.js';

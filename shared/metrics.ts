@@ -1,5 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { BatchReport } from './pipeline.js';
+import type { BatchReport } from './batch-report.js';
 import type { PipelineName } from './pipeline-names.js';
 
 /**

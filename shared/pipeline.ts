@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import type { BatchReport, BatchResponse } from './batch-report.js';
+import { batchLogFields } from './batch-report.js';
 import type { DecodeResult } from './contracts/types.js';
 import type { DeadLetter } from './dead-letters.js';
 import { insertDeadLetters } from './dead-letters.js';
@@ -6,76 +8,17 @@ import { dedupeByKey } from './dedupe.js';
 import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withClient } from './connection.js';
 import { isRefusedDataError } from './error-classification.js';
 import { RetryBudgetExhaustedError } from './errors.js';
-import type { CoreLogger } from './db.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';
-import type { AnyPipelineDefinition, BoundRow, PipelineDefinition } from './pipeline-definitions.js';
-import type { ApplicationResolver } from './resolver.js';
+import type { BoundRow, PipelineDefinition } from './pipeline-definitions.js';
+import type { PipelineName } from './pipeline-names.js';
+import type { ApplicationIds } from './resolver.js';
 import { withTransientRetry } from './retry.js';
-import type { Settings } from './settings.js';
+import type { PipelineRuntime } from './runtime.js';
 import type { Queryable } from './queryable.js';
 import type { KafkaRecord, WriteOutcome } from './types.js';
-import type { PrecheckSwitch } from './upsert.js';
+import type { UpsertOptions } from './upsert.js';
 import { upsertRows, upsertRowsIsolating } from './upsert.js';
 import { logRejections } from './rejection-log.js';
-
-/** The partial batch response of a Kafka event source mapping. */
-export interface BatchResponse {
-  batchItemFailures: Array<{ itemIdentifier: { partition: string; offset: number } }>;
-}
-
-/** Everything one batch did; logged as one INFO line and turned into metrics. */
-export interface BatchReport extends WriteOutcome {
-  readonly pipeline: string;
-  readonly records: number;
-  readonly deduplicated: number;
-  /** Dead letters this batch stored: the `DeadLettered` metric and its alarm count only these. */
-  readonly deadLettered: number;
-  /**
-   * Records whose dead letter was already stored (a replay or redelivery of a poison record:
-   * same coordinates, same payload); counted apart so that a replay does not fire the alarm.
-   */
-  readonly alreadyDeadLettered: number;
-  readonly durationMs: number;
-  readonly attempts: number;
-  /** The batch did not commit and was handed back for redelivery. */
-  readonly failed: boolean;
-  readonly partitions: ReadonlyArray<{ partition: string; first: number; last: number }>;
-}
-
-/**
- * The per-batch log line's fields, named as docs/design.md section 6 names them (other tooling reads
- * them): records = inserted + updated + skipped + deduplicated + dead_lettered +
- * already_dead_lettered.
- */
-export function batchLogFields(report: BatchReport): Record<string, unknown> {
-  return {
-    pipeline: report.pipeline,
-    records: report.records,
-    inserted: report.inserted,
-    updated: report.updated,
-    skipped: report.skipped,
-    deduplicated: report.deduplicated,
-    dead_lettered: report.deadLettered,
-    already_dead_lettered: report.alreadyDeadLettered,
-    duration_ms: report.durationMs,
-    attempts: report.attempts,
-    failed: report.failed,
-    partitions: report.partitions,
-  };
-}
-
-/** What one pipeline keeps between batches: its pool and its cache (nothing shared). */
-export interface PipelineRuntime {
-  readonly definition: AnyPipelineDefinition;
-  readonly settings: Settings;
-  readonly logger: CoreLogger;
-  readonly pool: () => Promise<pg.Pool>;
-  readonly resolver: ApplicationResolver;
-  /** Whether the upsert filters stale rows first: learnt from the pipeline's last batch. */
-  readonly precheck: PrecheckSwitch;
-  /** Re-reads rotated database credentials (AWS); absent locally. */
-  readonly refreshCredentials?: () => Promise<void>;
-}
 
 /** The invocation's clock: Lambda's `context.getRemainingTimeInMillis()` or the host's deadline. */
 export interface Invocation {
@@ -94,7 +37,23 @@ export interface BatchOptions {
   readonly beforeCommit?: (client: Queryable, letters: readonly DeadLetter[]) => Promise<void>;
 }
 
-type Decoded<M> = { readonly record: KafkaRecord; readonly message: M };
+/** What the flow needs of any pipeline's message: the app it belongs to. */
+type Message = { readonly package_name: string };
+
+/** A decoded message with the record it came from. */
+interface Decoded<M> {
+  readonly record: KafkaRecord;
+  readonly message: M;
+}
+
+/** What every attempt of one batch writes: decoded messages and the decoder's rejections. */
+interface Batch<M extends Message> {
+  readonly runtime: PipelineRuntime;
+  readonly definition: PipelineDefinition<M>;
+  readonly messages: readonly Decoded<M>[];
+  readonly rejections: readonly DeadLetter[];
+  readonly beforeCommit: BatchOptions['beforeCommit'];
+}
 
 interface Written extends WriteOutcome {
   readonly deduplicated: number;
@@ -105,69 +64,10 @@ interface Written extends WriteOutcome {
 }
 
 /**
- * One transaction attempt on one connection: open the batch transaction (its timeouts and
- * time zone set inside it, so a pooler passes them), resolve, bind, dedupe, then dead letters
- * and rows, COMMIT. With `isolating`, rows the database refuses are bisected out under
- * savepoints and dead-lettered as `rejected_by_database`.
+ * Decodes every record; a record the envelope already ruled out, or its decoder refuses,
+ * becomes a dead letter.
  */
-async function writeBatch<M extends { readonly package_name: string }>(
-  client: pg.PoolClient,
-  runtime: PipelineRuntime,
-  definition: PipelineDefinition<M>,
-  messages: readonly Decoded<M>[],
-  decodeRejections: readonly DeadLetter[],
-  isolating: boolean,
-  beforeCommit: BatchOptions['beforeCommit'],
-): Promise<Written> {
-  const database = runtime.settings.database;
-  const sent = { prepared: database.preparedStatements };
-  await beginBatchTransaction(client, database);
-  try {
-    const applications = await runtime.resolver.resolve(
-      client,
-      messages.map((decoded) => decoded.message.package_name),
-    );
-    const letters: DeadLetter[] = [...decodeRejections];
-    const bound: BoundRow<M>[] = [];
-    for (const { record, message } of messages) {
-      const applicationId = applications.get(message.package_name);
-      if (applicationId === undefined) {
-        letters.push({
-          pipeline: definition.name,
-          record,
-          rejection: { reason: 'unknown_application', detail: `package_name ${JSON.stringify(message.package_name)} is not registered` },
-        });
-      } else bound.push({ message, applicationId, record });
-    }
-    const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
-    let newLetters = await insertDeadLetters(client, letters, sent);
-    let outcome: WriteOutcome;
-    const upsert = { ...sent, precheck: runtime.precheck.enabled };
-    if (!isolating) outcome = await upsertRows(client, definition.table, kept, upsert);
-    else {
-      const isolated = await upsertRowsIsolating(client, definition.table, kept, upsert);
-      outcome = isolated.outcome;
-      const refused: DeadLetter[] = isolated.refused.map(({ row, error }) => ({
-        pipeline: definition.name,
-        record: row.record,
-        rejection: { reason: 'rejected_by_database', detail: `SQLSTATE ${error.code ?? '?'}: ${error.message}` },
-      }));
-      newLetters += await insertDeadLetters(client, refused, sent);
-      letters.push(...refused);
-    }
-    await beforeCommit?.(client, letters);
-    await client.query('COMMIT');
-    runtime.precheck.observe(outcome);
-    return { ...outcome, deduplicated: dropped, letters, newLetters };
-  } catch (error) {
-    // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and
-    // `withClient` destroys the connection anyway.
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
-}
-
-function decodeAll<M extends { readonly package_name: string }>(
+function decodeAll<M extends Message>(
   definition: PipelineDefinition<M>,
   records: readonly KafkaRecord[],
 ): { messages: Decoded<M>[]; rejections: DeadLetter[] } {
@@ -179,6 +79,121 @@ function decodeAll<M extends { readonly package_name: string }>(
     else rejections.push({ pipeline: definition.name, record, rejection: result.rejection });
   }
   return { messages, rejections };
+}
+
+/**
+ * Binds each message to its application id: a table row, or an `unknown_application` dead
+ * letter when its `package_name` is not registered.
+ */
+function bindApplications<M extends Message>(
+  pipeline: PipelineName,
+  messages: readonly Decoded<M>[],
+  applications: ApplicationIds,
+): { bound: BoundRow<M>[]; letters: DeadLetter[] } {
+  const bound: BoundRow<M>[] = [];
+  const letters: DeadLetter[] = [];
+  for (const { record, message } of messages) {
+    const applicationId = applications.get(message.package_name);
+    if (applicationId === undefined) {
+      letters.push({
+        pipeline,
+        record,
+        rejection: { reason: 'unknown_application', detail: `package_name ${JSON.stringify(message.package_name)} is not registered` },
+      });
+    } else bound.push({ message, applicationId, record });
+  }
+  return { bound, letters };
+}
+
+/** How one attempt writes its rows; `refused` are rows the database refused, as dead letters. */
+type RowWrite = <M extends Message>(
+  client: pg.PoolClient,
+  definition: PipelineDefinition<M>,
+  rows: readonly BoundRow<M>[],
+  options: UpsertOptions,
+) => Promise<{ outcome: WriteOutcome; refused: readonly DeadLetter[] }>;
+
+const NONE_REFUSED: readonly DeadLetter[] = [];
+
+/** The common path: all rows in one statement; a refused row aborts the attempt. */
+const upsertAll: RowWrite = async (client, definition, rows, options) => ({
+  outcome: await upsertRows(client, definition.table, rows, options),
+  refused: NONE_REFUSED,
+});
+
+/**
+ * After a refusal: the rows are bisected under savepoints and each row the database refuses
+ * is dead-lettered as `rejected_by_database`.
+ */
+const upsertIsolatingRefused: RowWrite = async (client, definition, rows, options) => {
+  const { outcome, refused } = await upsertRowsIsolating(client, definition.table, rows, options);
+  return {
+    outcome,
+    refused: refused.map(({ row, error }) => ({
+      pipeline: definition.name,
+      record: row.record,
+      rejection: { reason: 'rejected_by_database', detail: `SQLSTATE ${error.code ?? '?'}: ${error.message}` },
+    })),
+  };
+};
+
+/**
+ * One transaction attempt on one connection: open the batch transaction (its timeouts and
+ * time zone set inside it, so a pooler passes them), resolve, bind, dedupe, then dead letters
+ * and rows (written by `writeRows`), `beforeCommit`, COMMIT.
+ */
+async function writeBatch<M extends Message>(
+  client: pg.PoolClient,
+  batch: Batch<M>,
+  writeRows: RowWrite,
+): Promise<Written> {
+  const { runtime, definition, messages } = batch;
+  const database = runtime.settings.database;
+  const sent = { prepared: database.preparedStatements };
+  await beginBatchTransaction(client, database);
+  try {
+    const applications = await runtime.resolver.resolve(
+      client,
+      messages.map((decoded) => decoded.message.package_name),
+    );
+    const { bound, letters: unknown } = bindApplications(definition.name, messages, applications);
+    const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
+    const letters = [...batch.rejections, ...unknown];
+    let newLetters = await insertDeadLetters(client, letters, sent);
+    const { outcome, refused } = await writeRows(client, definition, kept, { ...sent, precheck: runtime.precheck.enabled });
+    if (refused.length > 0) {
+      newLetters += await insertDeadLetters(client, refused, sent);
+      letters.push(...refused);
+    }
+    await batch.beforeCommit?.(client, letters);
+    await client.query('COMMIT');
+    runtime.precheck.observe(outcome);
+    return { ...outcome, deduplicated: dropped, letters, newLetters };
+  } catch (error) {
+    // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and
+    // `withClient` destroys the connection anyway.
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Writes the batch on `client`: with one statement for all rows, and when the database
+ * refuses a row the decoder accepted (SQLSTATE class 22/23), once more with that row isolated.
+ */
+async function storeBatch<M extends Message>(client: pg.PoolClient, batch: Batch<M>): Promise<Written> {
+  try {
+    return await writeBatch(client, batch, upsertAll);
+  } catch (error) {
+    if (!isRefusedDataError(error)) throw error;
+    // 23503 after resolve: an app was hard-deleted; let the next batch re-resolve.
+    if (error.code === '23503') batch.runtime.resolver.clear();
+    batch.runtime.logger.warn('the database refused a row the decoder accepted; isolating it', {
+      pipeline: batch.definition.name,
+      sqlstate: error.code,
+    });
+    return await writeBatch(client, batch, upsertIsolatingRefused);
+  }
 }
 
 /**
@@ -196,11 +211,12 @@ export async function processBatch(
 ): Promise<{ response: BatchResponse; report: BatchReport }> {
   const started = performance.now();
   // The three definitions differ only in their message type, which the flow never looks into.
-  const definition = runtime.definition as unknown as PipelineDefinition<{ readonly package_name: string }>;
+  const definition = runtime.definition as unknown as PipelineDefinition<Message>;
   const records = parseKafkaEvent(event);
   const ranges = offsetRanges(records);
   const partitions = [...ranges].map(([partition, range]) => ({ partition, ...range }));
   const { messages, rejections } = decodeAll(definition, records);
+  const batch: Batch<Message> = { runtime, definition, messages, rejections, beforeCommit: options.beforeCommit };
 
   let attempts = 0;
   const report = (written: Written | undefined): BatchReport => ({
@@ -225,20 +241,7 @@ export async function processBatch(
         attempts += 1;
         // Asked for on every attempt: a credential refresh (28P01) replaces the pool.
         const pool = await runtime.pool();
-        return withClient(pool, invocation.remainingMs() - HAND_BACK_MARGIN_MS, async (client) => {
-          try {
-            return await writeBatch(client, runtime, definition, messages, rejections, false, options.beforeCommit);
-          } catch (error) {
-            if (!isRefusedDataError(error)) throw error;
-            // 23503 after resolve: an app was hard-deleted; let the next batch re-resolve.
-            if (error.code === '23503') runtime.resolver.clear();
-            runtime.logger.warn('the database refused a row the decoder accepted; isolating it', {
-              pipeline: definition.name,
-              sqlstate: error.code,
-            });
-            return await writeBatch(client, runtime, definition, messages, rejections, true, options.beforeCommit);
-          }
-        });
+        return withClient(pool, invocation.remainingMs() - HAND_BACK_MARGIN_MS, (client) => storeBatch(client, batch));
       },
       {
         ...runtime.settings.retry,

@@ -1,12 +1,25 @@
 import type pg from 'pg';
 import type { CoreLogger } from './db.js';
 import { createPool } from './db.js';
-import type { PipelineRuntime } from './pipeline.js';
+import type { AnyPipelineDefinition } from './pipeline-definitions.js';
 import { PIPELINE_DEFINITIONS } from './pipeline-definitions.js';
 import type { PipelineName } from './pipeline-names.js';
 import { ApplicationResolver } from './resolver.js';
 import { PrecheckSwitch } from './upsert.js';
 import type { DatabaseSettings, Settings } from './settings.js';
+
+/** What one pipeline keeps between batches: its pool and its cache (nothing shared). */
+export interface PipelineRuntime {
+  readonly definition: AnyPipelineDefinition;
+  readonly settings: Settings;
+  readonly logger: CoreLogger;
+  readonly pool: () => Promise<pg.Pool>;
+  readonly resolver: ApplicationResolver;
+  /** Whether the upsert filters stale rows first: learnt from the pipeline's last batch. */
+  readonly precheck: PrecheckSwitch;
+  /** Re-reads rotated database credentials (AWS); absent locally. */
+  readonly refreshCredentials?: () => Promise<void>;
+}
 
 /** Where a pipeline's connection settings come from: the settings, or e.g. a secret (AWS). */
 export interface DatabaseSource {

@@ -6,7 +6,7 @@ import { DEAD_LETTER_PAYLOAD_LIMIT } from '../../shared/dead-letters.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
 import { createPipelineHandler } from '../../shared/lambda-handler.js';
-import type { BatchReport } from '../../shared/pipeline.js';
+import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import { CORPUS, CORPUS_APPS, goodNeighbour } from '../corpus/cases.js';

@@ -10,7 +10,7 @@ import { connectionStringWithSecret, databaseSourceFromEnvironment, secretDataba
 import type { SecretFetcher } from '../../aws/secret-database.js';
 import { ConfigurationError } from '../../shared/errors.js';
 import { BATCH_METRIC_NAMES, createPipelineMetrics, recordBatchMetrics } from '../../shared/metrics.js';
-import type { BatchReport } from '../../shared/pipeline.js';
+import type { BatchReport } from '../../shared/batch-report.js';
 import { loadSettings } from '../../shared/settings.js';
 
 const createEvent: CloudFormationCustomResourceEvent = {

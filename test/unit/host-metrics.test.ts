@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, createHostMetrics } from '../../host/metrics.js';
 import { loadHttpSettings } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
-import type { BatchReport } from '../../shared/pipeline.js';
+import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 
 /** Every series name the host's /metrics can carry: metric names, and a histogram's _bucket/_sum/_count. */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidEventError, RetryBudgetExhaustedError } from '../../shared/errors.js';
-import type { Invocation, PipelineRuntime } from '../../shared/pipeline.js';
+import type { Invocation } from '../../shared/pipeline.js';
+import type { PipelineRuntime } from '../../shared/runtime.js';
 import { processBatch } from '../../shared/pipeline.js';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
 import { PrecheckSwitch } from '../../shared/upsert.js';

@@ -1,0 +1,47 @@
+import type { WriteOutcome } from './types.js';
+
+/** The partial batch response of a Kafka event source mapping. */
+export interface BatchResponse {
+  batchItemFailures: Array<{ itemIdentifier: { partition: string; offset: number } }>;
+}
+
+/** Everything one batch did; logged as one INFO line and turned into metrics. */
+export interface BatchReport extends WriteOutcome {
+  readonly pipeline: string;
+  readonly records: number;
+  readonly deduplicated: number;
+  /** Dead letters this batch stored: the `DeadLettered` metric and its alarm count only these. */
+  readonly deadLettered: number;
+  /**
+   * Records whose dead letter was already stored (a replay or redelivery of a poison record:
+   * same coordinates, same payload); counted apart so that a replay does not fire the alarm.
+   */
+  readonly alreadyDeadLettered: number;
+  readonly durationMs: number;
+  readonly attempts: number;
+  /** The batch did not commit and was handed back for redelivery. */
+  readonly failed: boolean;
+  readonly partitions: ReadonlyArray<{ partition: string; first: number; last: number }>;
+}
+
+/**
+ * The per-batch log line's fields, named as docs/design.md section 6 names them (other tooling reads
+ * them): records = inserted + updated + skipped + deduplicated + dead_lettered +
+ * already_dead_lettered.
+ */
+export function batchLogFields(report: BatchReport): Record<string, unknown> {
+  return {
+    pipeline: report.pipeline,
+    records: report.records,
+    inserted: report.inserted,
+    updated: report.updated,
+    skipped: report.skipped,
+    deduplicated: report.deduplicated,
+    dead_lettered: report.deadLettered,
+    already_dead_lettered: report.alreadyDeadLettered,
+    duration_ms: report.durationMs,
+    attempts: report.attempts,
+    failed: report.failed,
+    partitions: report.partitions,
+  };
+}
