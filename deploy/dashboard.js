@@ -1,7 +1,7 @@
 // @ts-check
 /**
- * The stage's CloudWatch dashboard: one row per consumer function, generated from the pipelines
- * of shared/pipeline-names.ts (as deploy/pipelines.js generates the rest). Each row shows what
+ * The stage's CloudWatch dashboard: one row per consumer function, generated from the one list
+ * of pipelines in deploy/pipelines.js (as the rest of what each pipeline gets). Each row shows what
  * docs/operations.md's runbooks look at: records by outcome, dead letters, BatchFailed and batch
  * duration p50/p99 (the handlers' EMF metrics, namespace `StorageConsumer/<stage>`, dimensions
  * `service` and `pipeline`, shared/metrics.ts), and the function's OffsetLag, errors, throttles
@@ -9,6 +9,7 @@
  * `${file(./deploy/dashboard.js):dashboard}`.
  */
 import { tsImport } from 'tsx/esm/api';
+import { pipelines } from './pipelines.js';
 
 /** A widget's place in the body is its index; CloudWatch lays out 24 columns. */
 const WIDTH = 6;
@@ -97,15 +98,13 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
 
 /** The dashboard resource (`Dashboard`), named `<service>-<stage>`. */
 export async function dashboard() {
-  /** @type {{ PIPELINE_NAMES: readonly string[] }} */
-  const names = await tsImport('../shared/pipeline-names.ts', import.meta.url);
   /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */
   const metrics = await tsImport('../shared/metrics.ts', import.meta.url);
-  const widgets = names.PIPELINE_NAMES.flatMap((name, row) =>
+  const widgets = (await pipelines()).flatMap(({ name, id }, row) =>
     widgetsOf(
       {
         name,
-        id: name.split('-').map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join(''),
+        id,
         // The functions' POWERTOOLS_METRICS_NAMESPACE (serverless.yml, provider environment).
         namespace: 'StorageConsumer/${sls:stage}',
         service: metrics.METRICS_SERVICE_NAME,

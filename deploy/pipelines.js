@@ -52,8 +52,11 @@ const DEPLOYMENT = {
 /** @type {Promise<Pipeline[]> | undefined} */
 let loaded;
 
-/** @returns {Promise<Pipeline[]>} The pipelines, in the order of shared/pipeline-names.ts. */
-function pipelines() {
+/**
+ * The one list of pipelines, in the order of shared/pipeline-names.ts (also deploy/dashboard.js's).
+ * @returns {Promise<Pipeline[]>}
+ */
+export function pipelines() {
   loaded ??= loadPipelines();
   return loaded;
 }
