@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import type { CoreLogger } from '../shared/db.js';
 import { createPool } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import { loadSettings } from '../shared/settings.js';
 import type { Settings } from '../shared/settings.js';
 import type { CliIo } from './command.js';

@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import type { CoreLogger } from '../shared/db.js';
 import type { DeadLetter } from '../shared/dead-letters.js';
 import { deadLetterRow } from '../shared/dead-letters.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
+import type { CoreLogger } from '../shared/logger.js';
 import { processBatch } from '../shared/pipeline.js';
 import { isPipelineName } from '../shared/pipeline-names.js';
 import type { PipelineName } from '../shared/pipeline-names.js';

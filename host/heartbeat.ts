@@ -1,7 +1,7 @@
 import { mkdirSync, writeFile } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CoreLogger } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 
 /** The heartbeat file of one pipeline: `<dir>/<pipeline>.heartbeat`. */

@@ -1,5 +1,5 @@
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
-import type { CoreLogger } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';

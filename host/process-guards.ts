@@ -1,4 +1,4 @@
-import type { CoreLogger } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import { isKafkajsTimeoutWarning } from './kafkajs-warnings.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { CoreLogger } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
 import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';
 import { createHostMetrics } from './metrics.js';

@@ -2,7 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { logLevel } from 'kafkajs';
 import type { Admin, Kafka, LogEntry } from 'kafkajs';
 import { groupPosition } from '../cli/kafka.js';
-import type { CoreLogger } from '../shared/db.js';
+import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { createHeartbeat } from './heartbeat.js';

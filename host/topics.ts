@@ -6,8 +6,8 @@
  */
 import { logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import type { CoreLogger } from '../shared/db.js';
 import { StorageConsumerError } from '../shared/errors.js';
+import type { CoreLogger } from '../shared/logger.js';
 import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
 import { createKafka, plaintextKafka } from './kafka-connection.js';
 import type { KafkaSettings } from './settings.js';

@@ -1,15 +1,8 @@
 import pg from 'pg';
 import { parse } from 'pg-connection-string';
 import { queryTimeoutMs } from './connection.js';
+import type { CoreLogger } from './logger.js';
 import type { DatabaseSettings } from './settings.js';
-
-/** A logger shape the core needs; Powertools' Logger and console-like loggers both fit. */
-export interface CoreLogger {
-  debug(message: string, ...extra: Array<Record<string, unknown>>): void;
-  info(message: string, ...extra: Array<Record<string, unknown>>): void;
-  warn(message: string, ...extra: Array<Record<string, unknown>>): void;
-  error(message: string, ...extra: Array<Record<string, unknown>>): void;
-}
 
 /** How long a connection stays silent before TCP starts probing whether its peer is still there. */
 export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;

@@ -1,5 +1,5 @@
-import type { CoreLogger } from './db.js';
 import type { DeadLetter } from './dead-letters.js';
+import type { CoreLogger } from './logger.js';
 
 /**
  * Log volume control (docs/design.md section 6): the first `limit` rejections of a batch are logged one

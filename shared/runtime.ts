@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import type { CoreLogger } from './db.js';
 import { createPool } from './db.js';
+import type { CoreLogger } from './logger.js';
 import type { AnyPipelineDefinition } from './pipeline-definitions.js';
 import { PIPELINE_DEFINITIONS } from './pipeline-definitions.js';
 import type { PipelineName } from './pipeline-names.js';

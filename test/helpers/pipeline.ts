@@ -1,7 +1,7 @@
 import type { Context } from 'aws-lambda';
-import type { CoreLogger } from '../../shared/db.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
+import type { CoreLogger } from '../../shared/logger.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { Settings } from '../../shared/settings.js';
 
