@@ -3,6 +3,7 @@
  * workload already produced (the harness paces production to consumption, so the hosts are
  * busy at every point); the schedule comes from the seed, so a failing run can be replayed.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { HostFleet } from './hosts.js';
 import type { Random } from './random.js';
 import type { ChaosBroker, ChaosDatabase } from './servers.js';
@@ -54,7 +55,6 @@ export interface FaultTargets {
   readonly targets: Random;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Injects one fault and says what happened. */
 export async function injectFault(kind: FaultKind, { fleet, database, broker, targets }: FaultTargets): Promise<string> {

@@ -7,6 +7,7 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ensureTopics } from '../host/topics.js';
 import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
@@ -93,7 +94,6 @@ export interface ChaosResult {
 
 const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINE_DEFAULTS[name].topic])) as Record<PipelineName, string>;
 const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINE_DEFAULTS[pipeline].group, topic: TOPICS[pipeline] }));
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Runs one chaos run; never leaves a process behind, whatever happens. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {

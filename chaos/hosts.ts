@@ -10,6 +10,7 @@ import type { ChildProcess } from 'node:child_process';
 import { openSync, closeSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { envSuffix } from '../shared/pipeline-names.js';
 import type { GroupTopic } from './kafka.js';
@@ -48,7 +49,7 @@ async function waitUntilLogging(logFile: string, exited: Promise<unknown>, timeo
   while (!gone && Date.now() < deadline) {
     const size = await stat(logFile).then((info) => info.size, () => 0);
     if (size > 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
 }
 

@@ -4,6 +4,7 @@
  * reconnecting and retrying; a message the producer writes twice is simply in the log twice
  * (the expected state is built from the log).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
 import '../host/kafka-codecs.js';
@@ -21,7 +22,6 @@ export interface GroupTopic {
   readonly topic: string;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // One record batch per partition per request, and the broker refuses one over 1 MB.
 const MAX_CHUNK_BYTES = 512 * 1024;

@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
+import { backoffDelayMs } from '../shared/backoff.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
@@ -30,7 +32,7 @@ const WAIT_SLICE_MS = 200;
 
 /** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
 export function redeliveryDelayMs(attempt: number, baseMs: number): number {
-  return Math.min(baseMs * 2 ** Math.max(0, attempt - 1), MAX_REDELIVERY_DELAY_MS);
+  return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS);
 }
 
 /**
@@ -71,7 +73,6 @@ export interface PipelineConsumerOptions {
   readonly metrics?: PipelineMetrics;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * The host's event source mapping for one pipeline (docs/design.md section 3, "The host on kafkajs"):
@@ -307,7 +308,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold
       // for the whole rebalance timeout (e.g. until a killed member's session runs out). A
       // consumer without an assignment has no batch to finish, so it does not hold the stop.
-      await Promise.race([disconnected, new Promise((resolve) => setTimeout(resolve, settings.pollTimeoutMs + 2_000).unref())]);
+      await Promise.race([disconnected, sleep(settings.pollTimeoutMs + 2_000, undefined, { ref: false })]);
     },
   };
 }

@@ -4,6 +4,7 @@
  * lowered, so a topic with too few partitions is reported loudly instead of being consumed at a
  * third of its intended parallelism.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
 import { StorageConsumerError } from '../shared/errors.js';
@@ -115,7 +116,7 @@ export async function ensureTopics(
     // A topic just created may take a moment to show up in the broker's metadata.
     const deadline = Date.now() + METADATA_WAIT_MS;
     while (missing.length > 0 && current.some(({ partitions }) => partitions === null) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
       current = await describeWith(admin, names);
     }
     const problems = wanted.flatMap(({ topic, partitions: required }) => {
@@ -165,7 +166,7 @@ async function describeWith(admin: Admin, topics: readonly string[]): Promise<To
       }));
     } catch (error) {
       if (!isUnknownTopic(error) || Date.now() > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await sleep(200);
     }
   }
 }

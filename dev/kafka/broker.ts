@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
 // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
 import '../../host/kafka-codecs.js';
@@ -366,7 +367,7 @@ async function waitUntilReady(brokers: string[], jvm: ChildProcess, timeoutMs: n
         await admin.disconnect().catch(() => undefined);
       }
       if (Date.now() >= deadline) throw new Error(`not ready after ${timeoutMs} ms (last error: ${lastError})`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await sleep(250);
     }
   } finally {
     jvm.off('exit', onExit);

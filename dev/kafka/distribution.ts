@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { access, mkdir, mkdtemp, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { isAlive } from './process.js';
 
@@ -187,7 +188,7 @@ async function acquireLock(lockPath: string, log?: (line: string) => void): Prom
       log?.(`Waiting for process ${String(owner)}, which is fetching Kafka already`);
       announced = true;
     }
-    await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+    await sleep(LOCK_POLL_MS);
   }
 }
 

@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const POLL_MS = 100;
 
@@ -34,7 +35,7 @@ export async function waitForExit(pid: number, timeoutMs: number): Promise<boole
   const deadline = Date.now() + timeoutMs;
   while (await isAlive(pid)) {
     if (Date.now() >= deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await sleep(POLL_MS);
   }
   return true;
 }
