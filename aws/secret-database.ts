@@ -11,7 +11,7 @@ import type { DatabaseSource } from '../shared/runtime.js';
 import type { DatabaseSettings } from '../shared/settings.js';
 
 /** The variable naming the secret (ARN or name); unset locally, where `DATABASE_URL` is used. */
-export const DATABASE_SECRET_VARIABLE = 'STORAGE_DB_SECRET_ID';
+const DATABASE_SECRET_VARIABLE = 'STORAGE_DB_SECRET_ID';
 
 /**
  * The secret's JSON, as RDS and Secrets Manager's rotation templates write it: `username` and

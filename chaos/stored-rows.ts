@@ -20,7 +20,7 @@ const float = (column: string) => `encode(float8send(${column}), 'hex')`;
 const plain = (column: string) => `${column}::text`;
 
 /** The SQL expression that reads each message-carried column as exact text, per table. */
-export const COLUMN_TEXT: Readonly<Record<DataTable, Readonly<Record<string, string>>>> = {
+const COLUMN_TEXT: Readonly<Record<DataTable, Readonly<Record<string, string>>>> = {
   app_stats: {
     application_id: plain('application_id'),
     crawled_at: utc('crawled_at'),
@@ -99,7 +99,7 @@ export function doubleText(value: number | null): string | null {
 }
 
 /** `YYYY-MM-DDTHH:MM:SS.ffffff` of a decoded (UTC-normalised) timestamp. */
-export function timestampText(value: string | null): string | null {
+function timestampText(value: string | null): string | null {
   if (value === null) return null;
   if (!value.endsWith('+00:00') || value.length !== 32) throw new Error(`not a normalised UTC timestamp: ${value}`);
   return value.slice(0, 26);

@@ -5,7 +5,6 @@ import { StorageConsumerError } from '../shared/errors.js';
 
 /** Exit codes scripts can trust: everything held / a check failed or the operation was refused / bad usage. */
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
-export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
 /** Where a command writes and what it reads; the process's own streams and environment by default. */
 export interface CliIo {

@@ -27,7 +27,7 @@ export function createKafkaAdmin(kafka: KafkaSettings): Admin {
  * Connects an admin as the host would connect (`KAFKA_BROKERS`, TLS and SASL variables, read
  * and validated by the host's settings). The caller disconnects it.
  */
-export async function connectKafkaAdmin(env: Environment): Promise<KafkaContext> {
+async function connectKafkaAdmin(env: Environment): Promise<KafkaContext> {
   const host = loadHostSettings(env);
   const admin = createKafkaAdmin(host.kafka);
   await admin.connect();
@@ -77,7 +77,7 @@ export interface GroupPosition {
 }
 
 /** The group's members and state, as the coordinator describes them. */
-export async function describeGroup(admin: Admin, group: string): Promise<{ state: string; members: GroupMember[] }> {
+async function describeGroup(admin: Admin, group: string): Promise<{ state: string; members: GroupMember[] }> {
   const { groups } = await admin.describeGroups([group]);
   const described = groups[0];
   return {
@@ -87,7 +87,7 @@ export async function describeGroup(admin: Admin, group: string): Promise<{ stat
 }
 
 /** The committed offset per partition; a partition without one is absent. */
-export async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
+async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
   const [result] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
   const committed = new Map<number, bigint>();
   for (const { partition, offset } of result?.partitions ?? []) {

@@ -14,7 +14,7 @@ import { verify } from './commands/verify.js';
 export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, lag, replay, dlq];
 
 /** The top-level `--help`. */
-export const USAGE = `Usage: storage-consumer <command> [options]
+const USAGE = `Usage: storage-consumer <command> [options]
 
 Commands:
 ${COMMANDS.map((command) => `  ${command.name.padEnd(13)}${command.summary}`).join('\n')}
@@ -26,7 +26,7 @@ Exit codes: 0 ok; 1 a check failed, the operation was refused or an error occurr
 `;
 
 /** The process's streams and environment. */
-export const processIo: CliIo = {
+const processIo: CliIo = {
   stdout: (text) => void process.stdout.write(text),
   stderr: (text) => void process.stderr.write(text),
   env: process.env,

@@ -34,19 +34,19 @@ export interface Invoker {
  * InvalidEventError (the host built a bad event), a MigrationError, a non-transient database
  * error such as a missing table (42P01), or any unexpected bug.
  */
-export function isRedeliverableHandlerError(error: unknown): boolean {
+function isRedeliverableHandlerError(error: unknown): boolean {
   return error instanceof RetryBudgetExhaustedError;
 }
 
 /** Error types a remote function reports that no redelivery can cure: the host stops. */
-export const FATAL_FUNCTION_ERROR_TYPES: ReadonlySet<string> = new Set([
+const FATAL_FUNCTION_ERROR_TYPES: ReadonlySet<string> = new Set([
   'ConfigurationError',
   'InvalidEventError',
   'MigrationError',
 ]);
 
 /** A Lambda-like context whose remaining time runs out at `deadline`. */
-export function hostContext(functionName: string, deadline: number): Context {
+function hostContext(functionName: string, deadline: number): Context {
   return {
     callbackWaitsForEmptyEventLoop: false,
     functionName,
@@ -100,7 +100,7 @@ interface AwsErrorShape {
  * invalid request) is a configuration problem no redelivery cures; throttling, server faults
  * and network errors are redelivered. Missing credentials are fatal too.
  */
-export function isFatalInvokeError(error: unknown): boolean {
+function isFatalInvokeError(error: unknown): boolean {
   const shape = (typeof error === 'object' && error !== null ? error : {}) as AwsErrorShape;
   if (shape.name === 'CredentialsProviderError') return true;
   return shape.$fault === 'client' && shape.name !== 'TooManyRequestsException';
@@ -111,7 +111,7 @@ export function isFatalInvokeError(error: unknown): boolean {
  * AWS, LocalStack or a local emulator. A `FunctionError` is a function error; its
  * `errorType` decides whether it is fatal ({@link FATAL_FUNCTION_ERROR_TYPES}).
  */
-export function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): Invoker {
+function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): Invoker {
   const lambda = settings.invoke.lambda;
   const functionName = lambda?.functions[pipeline];
   if (!lambda || !functionName) throw new Error(`no Lambda function configured for pipeline ${pipeline}`);

@@ -28,9 +28,6 @@ import { StorageConsumerError } from '../shared/errors.js';
 /** The codecs Kafka defines, by the id a record batch carries in its attributes (bits 0-2). */
 export const KAFKA_CODECS = { 1: 'gzip', 2: 'snappy', 3: 'lz4', 4: 'zstd' } as const;
 
-/** A codec name as Kafka spells it (`compression.type`). */
-export type KafkaCodecName = (typeof KAFKA_CODECS)[keyof typeof KAFKA_CODECS];
-
 /**
  * A fetched batch cannot be decompressed. Not retriable (kafkajs reads `retriable`): the same
  * bytes would fail the same way, so the consumer crashes instead of looping.
@@ -138,7 +135,7 @@ export const PROJECT_CODECS: Readonly<Record<number, () => KafkajsCodec>> = {
 };
 
 /** Installs the project's codecs in kafkajs' shared table (idempotent; done on import). */
-export function registerKafkaCodecs(): void {
+function registerKafkaCodecs(): void {
   Object.assign(CompressionCodecs as Record<number, () => KafkajsCodec>, PROJECT_CODECS);
 }
 

@@ -15,7 +15,7 @@ import { decideOffsets } from './offsets.js';
 import type { HostSettings } from './settings.js';
 
 /** Redelivery back-off never grows beyond this. */
-export const MAX_REDELIVERY_DELAY_MS = 60_000;
+const MAX_REDELIVERY_DELAY_MS = 60_000;
 
 /** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
 export const MAX_COMMIT_FAILURES = 5;

@@ -6,18 +6,18 @@ import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
 import type { HostSettings } from './settings.js';
 
-export type { HostHandle, HostOptions, HostState } from './supervisor.js';
+export type { HostHandle, HostOptions } from './supervisor.js';
 export { startHost } from './supervisor.js';
 
 /** Signals that ask the host to stop. */
-export const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
 /**
  * A terminal's Ctrl-C reaches every process of the foreground group, and `npm` and `tsx` relay
  * it to their child as well: one key press arrives as two or three SIGINTs within milliseconds.
  * A SIGINT that soon after the first one is that same key press, not a second request.
  */
-export const RELAYED_SIGINT_MS = 500;
+const RELAYED_SIGINT_MS = 500;
 
 /**
  * Runs the host until it stops and resolves with the process exit code. Unless

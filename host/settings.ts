@@ -77,7 +77,7 @@ export interface HttpSettings {
 }
 
 /** The HTTP endpoint's default port (prom-client's customary exporter port). */
-export const DEFAULT_HTTP_PORT = 9464;
+const DEFAULT_HTTP_PORT = 9464;
 
 /** Reads the HTTP endpoint's settings alone (the health check needs them without Kafka settings). */
 export function loadHttpSettings(env: Environment = process.env): HttpSettings {

@@ -20,7 +20,7 @@ export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Fai
 export type HostState = (typeof HOST_STATES)[number];
 
 /** Exit codes: 0 when no pipeline failed and the stop finished in time, else 1. */
-export const EXIT_OK = 0;
+const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
 
 /** Options of a host; all optional (tests inject their own invokers and logger). */
@@ -51,7 +51,7 @@ export interface Readiness {
 }
 
 /** A readiness database check never waits longer than this. */
-export const READINESS_DATABASE_TIMEOUT_MS = 3_000;
+const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
 /** A running host. */
 export interface HostHandle {

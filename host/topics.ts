@@ -23,7 +23,7 @@ export interface TopicSpec {
 }
 
 /** The default topics (`app-stats`, `reviews`, `network-metrics`), 3 partitions each. */
-export const DEFAULT_TOPICS: readonly TopicSpec[] = Object.freeze(
+const DEFAULT_TOPICS: readonly TopicSpec[] = Object.freeze(
   PIPELINE_NAMES.map((pipeline) => Object.freeze({ topic: PIPELINE_DEFAULTS[pipeline].topic, partitions: TOPIC_PARTITIONS })),
 );
 

@@ -7,7 +7,7 @@ import type { DatabaseSettings } from './settings.js';
  * cancels a slow statement first (a clean `57014`); the client gives up on a connection that
  * does not answer at all (a failover, a NAT that dropped the flow), where no cancel arrives.
  */
-export const QUERY_TIMEOUT_MARGIN_MS = 1_000;
+const QUERY_TIMEOUT_MARGIN_MS = 1_000;
 
 /**
  * Time kept back at the end of an invocation to hand the batch back (return the failure report

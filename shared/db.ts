@@ -5,7 +5,7 @@ import type { CoreLogger } from './logger.js';
 import type { DatabaseSettings } from './settings.js';
 
 /** How long a connection stays silent before TCP starts probing whether its peer is still there. */
-export const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
+const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
 
 /**
  * Connection options for one pool or client: the connect timeout, TCP keepalive (a peer that

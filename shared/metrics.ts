@@ -18,7 +18,7 @@ export const BATCH_METRIC_NAMES = {
 } as const;
 
 /** Namespace when `POWERTOOLS_METRICS_NAMESPACE` is unset (the deployment sets it per stage). */
-export const DEFAULT_METRICS_NAMESPACE = 'StorageConsumer';
+const DEFAULT_METRICS_NAMESPACE = 'StorageConsumer';
 
 /** The `service` dimension every metric carries, next to `pipeline`. */
 export const METRICS_SERVICE_NAME = 'storage-consumer';

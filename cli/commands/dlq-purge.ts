@@ -16,7 +16,7 @@ const OPTIONS = {
 } as const;
 
 /** The youngest a dead letter may be and still be purged: the alarm it raised may still be under investigation. */
-export const MIN_PURGE_AGE = '1d';
+const MIN_PURGE_AGE = '1d';
 const MIN_PURGE_AGE_MS = parseDuration(MIN_PURGE_AGE, MIN_PURGE_AGE);
 
 /** `dlq purge --older-than <duration> [--include-pending] [--yes]`: deletes old dead letters. */

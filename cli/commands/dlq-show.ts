@@ -7,7 +7,7 @@ import { renderJson } from '../output.js';
 import { instantText } from '../time.js';
 
 /** Bytes as an operator can read them: the text when they are valid UTF-8, else hex. */
-export function readableBytes(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: string } | null {
+function readableBytes(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: string } | null {
   if (bytes === null) return null;
   try {
     return { encoding: 'utf8', text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };

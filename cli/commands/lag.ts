@@ -6,7 +6,7 @@ import { renderJson, renderTable } from '../output.js';
 import { parsePipeline, pipelinesFor } from './pipeline-option.js';
 
 /** The per-partition table of one group, as `lag` and `replay` print it. */
-export function renderPartitions(partitions: readonly PartitionPosition[]): string {
+function renderPartitions(partitions: readonly PartitionPosition[]): string {
   return renderTable<PartitionPosition>(
     [
       { header: 'PARTITION', value: (row) => row.partition, align: 'right' },

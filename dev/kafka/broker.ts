@@ -23,14 +23,13 @@ import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';
 import type { Guardian } from './process.js';
 
-export { KAFKA_VERSION, kafkaCacheDir, resolveKafka } from './distribution.js';
-export type { KafkaDistribution, ResolveOptions } from './distribution.js';
+export { resolveKafka } from './distribution.js';
 
 /** The data folder `start` and `stop` use unless told otherwise. */
 export const DEFAULT_DATA_DIR = join(REPO_ROOT, '.data', 'kafka');
 
 /** The JVM's maximum heap in MB; the development broker never gets more. */
-export const MAX_HEAP_MB = 512;
+const MAX_HEAP_MB = 512;
 
 const PID_FILE = 'broker.pid';
 const LOG_FILE = 'broker.log';
@@ -213,7 +212,7 @@ export async function stopBroker(
  * The live broker recorded in `dataDir`'s pid file, if any. A pid file whose process is gone,
  * or is no longer our broker (the pid was reused), is stale and ignored.
  */
-export async function findBroker(dataDir: string): Promise<{ pid: number; brokers: string[] } | undefined> {
+async function findBroker(dataDir: string): Promise<{ pid: number; brokers: string[] } | undefined> {
   const pid = Number.parseInt(await readFile(join(dataDir, PID_FILE), 'utf8').catch(() => ''), 10);
   if (!Number.isInteger(pid) || pid <= 0 || !(await isAlive(pid))) return undefined;
   const propertiesFile = join(dataDir, PROPERTIES_FILE);

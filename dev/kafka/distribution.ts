@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { isAlive } from './process.js';
 
 /** The Kafka release the development broker runs: the newest 3.9.x that Maven Central serves. */
-export const KAFKA_VERSION = '3.9.2';
+const KAFKA_VERSION = '3.9.2';
 
 /** The repository's root folder, which the default cache and data folders are relative to. */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -47,7 +47,7 @@ export interface ResolveOptions {
 }
 
 /** The cache root: `KAFKA_CACHE_DIR`, else `.cache/kafka` in the repository. */
-export function kafkaCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+function kafkaCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.KAFKA_CACHE_DIR || join(REPO_ROOT, '.cache', 'kafka');
 }
 

@@ -152,7 +152,7 @@ function findUnstorableText(root: JsonObject): string | null {
  * Steps up to the contract: the record value as a JSON object, or the rejection of the first
  * step it fails (`empty_message`, `invalid_encoding`, `invalid_json`, `invalid_message`).
  */
-export function parseMessageObject(
+function parseMessageObject(
   value: Buffer | null,
 ): { readonly ok: true; readonly object: JsonObject } | { readonly ok: false; readonly rejection: Rejection } {
   if (value === null) return reject('empty_message', 'value is null');

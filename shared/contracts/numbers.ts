@@ -39,7 +39,7 @@ export class InexactNumber {
 }
 
 /** Whether `value` is a safe integer within `[min, max]`; booleans, strings, `InexactNumber` are not. */
-export function isIntegerWithin(value: unknown, min: number, max: number): value is number {
+function isIntegerWithin(value: unknown, min: number, max: number): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= min && value <= max;
 }
 
@@ -80,7 +80,7 @@ export function finiteNumber(bounds: { readonly min: number; readonly max?: numb
 }
 
 /** Largest value of NUMERIC(12,2). */
-export const MAX_PRICE = 9_999_999_999.99;
+const MAX_PRICE = 9_999_999_999.99;
 const PRICE_RULE = `must be a number between 0 and ${MAX_PRICE} with at most 2 decimal places`;
 
 /**

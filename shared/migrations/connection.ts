@@ -13,7 +13,7 @@ export interface MigrationConnection {
 }
 
 /** `application_name` of a migration session, so an operator can tell it in `pg_stat_activity`. */
-export const MIGRATION_APPLICATION_NAME = 'storage-consumer/migrate';
+const MIGRATION_APPLICATION_NAME = 'storage-consumer/migrate';
 
 /**
  * The one migration connection every entry point uses (the Lambda custom resource,

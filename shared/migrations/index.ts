@@ -3,19 +3,13 @@
  * each, recorded with their checksums, serialized by an advisory lock.
  */
 export { runMigrations } from './run.js';
-export { MIGRATION_APPLICATION_NAME, migrationConnection } from './connection.js';
-export type { MigrationConnection } from './connection.js';
-export type { RunMigrationsOptions } from './run.js';
+export { migrationConnection } from './connection.js';
 export { schemaStatus, compareWithApplied } from './status.js';
 export { loadMigrations, migrationsHash, orderMigrationFileNames, parseMigrationFileName } from './files.js';
-export type { MigrationFileName } from './files.js';
-export { checksumOf, hashMigrationSet } from './checksum.js';
-export { DEFAULT_MIGRATIONS_DIRECTORY, MIGRATION_LOCK_KEY, TRACKING_TABLE } from './constants.js';
+export { DEFAULT_MIGRATIONS_DIRECTORY, MIGRATION_LOCK_KEY } from './constants.js';
 export type {
   AppliedMigration,
   MigrationFile,
   MigrationLogger,
-  MigrationMismatch,
   MigrationReport,
-  SchemaStatus,
 } from './types.js';

@@ -46,7 +46,7 @@ export const CORPUS_APPS = [
 ] as const;
 
 /** A package name no app has: its valid messages wait in the dead-letter table. */
-export const UNKNOWN_PACKAGE = 'com.example.not-registered';
+const UNKNOWN_PACKAGE = 'com.example.not-registered';
 
 // ---- building blocks ------------------------------------------------------------------------
 

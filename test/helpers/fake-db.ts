@@ -15,7 +15,7 @@ export interface RecordedQuery {
 }
 
 /** The elements of a one-dimensional PostgreSQL array literal (`{"a",NULL,"b\\"c"}`). */
-export function parseArrayLiteral(literal: string): Array<string | null> {
+function parseArrayLiteral(literal: string): Array<string | null> {
   const elements: Array<string | null> = [];
   let at = 1;
   while (at < literal.length - 1) {
@@ -50,7 +50,7 @@ function asServerReadsThem(text: string, values: readonly unknown[] | undefined)
 export type Responder = (query: RecordedQuery) => QueryResultRow[] | undefined | Promise<QueryResultRow[] | undefined>;
 
 /** A `QueryResult` as node-postgres returns it, for `rows`. */
-export function queryResult<R extends QueryResultRow>(rows: R[], command = 'SELECT'): QueryResult<R> {
+function queryResult<R extends QueryResultRow>(rows: R[], command = 'SELECT'): QueryResult<R> {
   return { command, rowCount: rows.length, oid: 0, fields: [], rows };
 }
 

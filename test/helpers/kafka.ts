@@ -60,17 +60,6 @@ export async function createTestTopics(prefix: string): Promise<TestTopics> {
   return Object.freeze(topics);
 }
 
-/** Deletes topics (only needed against a long-lived `KAFKA_BROKERS` cluster; the run's own broker is thrown away). */
-export async function deleteTestTopics(topics: TestTopics | readonly string[]): Promise<void> {
-  const admin = testKafka('integration-test-cleanup').admin();
-  await admin.connect();
-  try {
-    await admin.deleteTopics({ topics: Array.isArray(topics) ? [...topics] : Object.values(topics) });
-  } finally {
-    await admin.disconnect();
-  }
-}
-
 /**
  * Produces `messages` to `topic` (acks from all in-sync replicas) and resolves once the broker
  * has them all. A message without `partition` goes where its key hashes, as with the Java client.

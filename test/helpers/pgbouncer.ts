@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const PGBOUNCER_CANDIDATES = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
 
 /** The PgBouncer binary, or `undefined` when the package is not installed. */
-export function pgbouncerBinary(): string | undefined {
+function pgbouncerBinary(): string | undefined {
   return PGBOUNCER_CANDIDATES.find((candidate) => existsSync(candidate));
 }
 

@@ -16,7 +16,7 @@ export interface TestRecord {
 }
 
 /** Serialises a test value the way a producer would. */
-export function valueBytes(value: TestRecord['value']): Buffer | null {
+function valueBytes(value: TestRecord['value']): Buffer | null {
   if (value === null) return null;
   if (Buffer.isBuffer(value)) return value;
   if (typeof value === 'string') return Buffer.from(value, 'utf8');
