@@ -1,5 +1,5 @@
-import { createPipelineHandler } from '../shared/lambda-handler.js';
-import { createPipelineMetrics, recordBatchMetrics } from '../shared/metrics.js';
+import { createPipelineHandler } from './pipeline-handler.js';
+import { createPipelineMetrics, recordBatchMetrics } from './metrics.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { loadSettings } from '../shared/settings.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';

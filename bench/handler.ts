@@ -17,7 +17,7 @@
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import pg from 'pg';
-import { createPipelineHandler } from '../shared/lambda-handler.js';
+import { createPipelineHandler } from '../aws/pipeline-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';

@@ -4,7 +4,7 @@
  * of pipelines in deploy/pipelines.js (as the rest of what each pipeline gets). Each row shows what
  * docs/operations.md's runbooks look at: records by outcome, dead letters, BatchFailed and batch
  * duration p50/p99 (the handlers' EMF metrics, namespace `StorageConsumer/<stage>`, dimensions
- * `service` and `pipeline`, shared/metrics.ts), and the function's OffsetLag, errors, throttles
+ * `service` and `pipeline`, aws/metrics.ts), and the function's OffsetLag, errors, throttles
  * and concurrency (AWS/Lambda, by FunctionName). serverless.yml loads it with
  * `${file(./deploy/dashboard.js):dashboard}`.
  */
@@ -33,7 +33,7 @@ function joined(text) {
 }
 
 /**
- * @typedef {object} MetricNames The handlers' EMF metric names (shared/metrics.ts BATCH_METRIC_NAMES).
+ * @typedef {object} MetricNames The handlers' EMF metric names (aws/metrics.ts BATCH_METRIC_NAMES).
  * @property {string} records
  * @property {string} inserted
  * @property {string} updated
@@ -99,7 +99,7 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
 /** The dashboard resource (`Dashboard`), named `<service>-<stage>`. */
 export async function dashboard() {
   /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */
-  const metrics = await tsImport('../shared/metrics.ts', import.meta.url);
+  const metrics = await tsImport('../aws/metrics.ts', import.meta.url);
   const widgets = (await pipelines()).flatMap(({ name, id }, row) =>
     widgetsOf(
       {

@@ -5,7 +5,7 @@ import type { DataTable, RowText, StoredRow } from '../../chaos/stored-rows.js';
 import { DEAD_LETTER_PAYLOAD_LIMIT } from '../../shared/dead-letters.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
-import { createPipelineHandler } from '../../shared/lambda-handler.js';
+import { createPipelineHandler } from '../../aws/pipeline-handler.js';
 import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';

@@ -8,7 +8,7 @@ import { decodeNetworkMetrics } from '../../shared/contracts/network-metrics.js'
 import { decodeReview } from '../../shared/contracts/reviews.js';
 import type { AppStatsMessage, DecodeResult, NetworkMetricsMessage, ReviewMessage } from '../../shared/contracts/types.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
-import { createPipelineHandler } from '../../shared/lambda-handler.js';
+import { createPipelineHandler } from '../../aws/pipeline-handler.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import { REJECTION_REASONS } from '../../shared/types.js';

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
-import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../shared/metrics.js';
+import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
 import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
@@ -356,7 +356,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
           expect(functionsDeployed.has(dimensions.FunctionName as string), widget.title).toBe(true);
           consumer = CONSUMERS.find(({ fn }) => dimensions.FunctionName === `<${fn}LambdaFunction>`)?.pipeline ?? 'none';
         } else {
-          // The functions' POWERTOOLS_METRICS_NAMESPACE and the dimensions shared/metrics.ts sets.
+          // The functions' POWERTOOLS_METRICS_NAMESPACE and the dimensions aws/metrics.ts sets.
           expect(namespace, widget.title).toBe(`StorageConsumer/${stage}`);
           expect(emitted.has(name), `${widget.title}: the handlers emit no ${name}`).toBe(true);
           expect(dimensions.service, widget.title).toBe(METRICS_SERVICE_NAME);

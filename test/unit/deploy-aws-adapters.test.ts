@@ -9,7 +9,7 @@ import { customResourceResponse, isCustomResourceEvent, physicalResourceIdOf } f
 import { connectionStringWithSecret, databaseSourceFromEnvironment, secretDatabaseSource } from '../../aws/secret-database.js';
 import type { SecretFetcher } from '../../aws/secret-database.js';
 import { ConfigurationError } from '../../shared/errors.js';
-import { BATCH_METRIC_NAMES, createPipelineMetrics, recordBatchMetrics } from '../../shared/metrics.js';
+import { BATCH_METRIC_NAMES, createPipelineMetrics, recordBatchMetrics } from '../../aws/metrics.js';
 import type { BatchReport } from '../../shared/batch-report.js';
 import { loadSettings } from '../../shared/settings.js';
 

@@ -4,13 +4,13 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
-import type { BatchReport, BatchResponse } from './batch-report.js';
-import { processBatch } from './pipeline.js';
-import type { PipelineName } from './pipeline-names.js';
-import type { DatabaseSource } from './runtime.js';
-import { createPipelineRuntime } from './runtime.js';
-import type { Settings } from './settings.js';
-import { loadSettings } from './settings.js';
+import type { BatchReport, BatchResponse } from '../shared/batch-report.js';
+import { processBatch } from '../shared/pipeline.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
+import type { DatabaseSource } from '../shared/runtime.js';
+import { createPipelineRuntime } from '../shared/runtime.js';
+import type { Settings } from '../shared/settings.js';
+import { loadSettings } from '../shared/settings.js';
 
 /** Options of a pipeline handler; all optional (tests and the host inject their own). */
 export interface PipelineHandlerOptions {
@@ -28,7 +28,9 @@ export interface PipelineHandlerOptions {
 /**
  * A Lambda handler for one pipeline: a middy chain (Powertools logger with the Lambda
  * context) around the shared batch pipeline. Settings are validated when the handler is
- * built (a cold start), so a bad variable fails the init, not a batch hours later.
+ * built (a cold start), so a bad variable fails the init, not a batch hours later. The host
+ * invokes it in-process; the deployed functions add credentials and metrics in
+ * `lambda-pipeline.ts`, kept apart so the host never loads the Secrets Manager client.
  */
 export function createPipelineHandler(pipeline: PipelineName, options: PipelineHandlerOptions = {}) {
   const settings = options.settings ?? loadSettings();
