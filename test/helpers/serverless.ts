@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,8 +21,14 @@ export interface SlsResult {
   readonly stderr: string;
 }
 
-/** The environment of an `sls` child: the test's, without anything that could reach AWS. */
+/**
+ * The environment of an `sls` child: the test's, without anything that could reach AWS. Its
+ * temporary folder lies inside the run's work folder: serverless-esbuild's zip step leaves one
+ * folder per function in the system's temporary folder, and removing the work folder takes them
+ * along.
+ */
 export function slsEnvironment(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const workFolder = `.esbuild/test-${randomBytes(4).toString('hex')}`;
   return {
     ...process.env,
     // No credentials and no profile: packaging and local invocation must not need AWS.
@@ -30,13 +37,15 @@ export function slsEnvironment(extra: Record<string, string | undefined> = {}): 
     AWS_SECRET_ACCESS_KEY: undefined,
     SLS_TELEMETRY_DISABLED: '1',
     SLS_NOTIFICATIONS_MODE: 'off',
-    STORAGE_ESBUILD_WORK_FOLDER: `.esbuild/test-${randomBytes(4).toString('hex')}`,
+    STORAGE_ESBUILD_WORK_FOLDER: workFolder,
+    TMPDIR: join(SERVICE_DIRECTORY, workFolder, 'tmp'),
     ...extra,
   };
 }
 
 /** Starts `sls <args>` in the repository; the caller owns the child. */
 export function spawnSls(args: readonly string[], env: NodeJS.ProcessEnv = slsEnvironment()): ChildProcess {
+  if (env.TMPDIR?.startsWith(SERVICE_DIRECTORY)) mkdirSync(env.TMPDIR, { recursive: true });
   return spawn(process.execPath, [SLS, ...args], { cwd: SERVICE_DIRECTORY, env, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
