@@ -1,7 +1,7 @@
 # The host (the self-hosted event source mapping) and the storage-consumer CLI, on production
 # dependencies only. Not built where this file was written (no Docker engine there); the same
 # steps without Docker are proven by test/integration/build.test.ts. See docs/deployment.md,
-# "Running the host in a container", for the stop grace period and the health check.
+# "The host in a container", for the stop grace period and the health check.
 
 # 1. Build: the full dependency tree (esbuild), then `npm run build` -> dist/.
 FROM node:24-bookworm-slim AS build
