@@ -126,6 +126,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const consumers: PipelineConsumer[] = [];
   let kafka: Kafka | undefined;
   let lagAdmin: Promise<Admin> | undefined;
+  /** Set once the host lets go of its lag admin: a scrape after that must not connect a new one. */
+  let lagClosed = false;
 
   const life = async (): Promise<number> => {
     const pipelines = settings.storage.selectedPipelines;
@@ -195,6 +197,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     } else {
       await Promise.allSettled(invokers.map((invoker) => invoker.close()));
     }
+    lagClosed = true;
     const admin = lagAdmin;
     lagAdmin = undefined;
     await admin?.then((connected) => connected.disconnect()).catch(() => undefined);
@@ -226,7 +229,12 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   const readiness = async (): Promise<Readiness> => {
     const names = settings.storage.selectedPipelines;
-    const databases = await Promise.all(names.map((_, index) => pingDatabase(invokers[index])));
+    // Only a running host's pools are pinged: a stopping or stopped invoker would open a new pool
+    // that nothing closes, and the state alone already makes such a host not ready.
+    const running = state === 'Running';
+    const databases = await Promise.all(
+      names.map((_, index) => (running ? pingDatabase(invokers[index]) : Promise.resolve(`not checked (host ${state})`))),
+    );
     const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
     const missing: string[] = [];
     if (state !== 'Running') missing.push(`host: ${state}`);
@@ -236,13 +244,13 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
       pipelines[name] = { ...status, database };
       if (status.failed) missing.push(`${name}: failed`);
       else if (!status.joined) missing.push(`${name}: not in its consumer group ${settings.storage.pipelines[name].group}`);
-      if (database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer (${database})`);
+      if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer (${database})`);
     });
     return { ready: missing.length === 0, state, pipelines, missing };
   };
 
   const lag = async (): Promise<PartitionLag[]> => {
-    if (kafka === undefined || state === 'Stopped') return [];
+    if (kafka === undefined || lagClosed) return [];
     const client = kafka;
     lagAdmin ??= (async () => {
       const admin = client.admin();
