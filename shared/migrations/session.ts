@@ -24,6 +24,8 @@ export async function endSession(connection: pg.ClientConfig, client: pg.Client,
   const watcher = new pg.Client({
     ...connection,
     connectionTimeoutMillis: Math.min(connection.connectionTimeoutMillis ?? END_SESSION_TIMEOUT_MS, END_SESSION_TIMEOUT_MS),
+    // A database that stops answering mid-poll must not hold the answer to CloudFormation.
+    query_timeout: END_SESSION_TIMEOUT_MS,
     application_name: `${connection.application_name ?? 'storage-consumer'} (deadline)`,
   });
   watcher.on('error', () => undefined);
