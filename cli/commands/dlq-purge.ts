@@ -1,3 +1,6 @@
+import type pg from 'pg';
+import { beginBatchTransaction } from '../../shared/connection.js';
+import type { DatabaseSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
@@ -51,8 +54,8 @@ ${FILTER_HELP}
       before: new Date(Date.now() - olderThanMs),
       includePending: parsed.values['include-pending'] === true,
     };
-    const { groups, pendingKept } = await withDatabase(io, async ({ pool }) => ({
-      groups: confirmed ? await purgeDeadLetters(pool, selection) : await purgeableDeadLetters(pool, selection),
+    const { groups, pendingKept } = await withDatabase(io, async ({ pool, settings }) => ({
+      groups: confirmed ? await deleteBounded(pool, settings.database, selection) : await purgeableDeadLetters(pool, selection),
       pendingKept: await pendingKeptByPurge(pool, selection),
     }));
     const total = groups.reduce((sum, group) => sum + group.count, 0);
@@ -91,3 +94,25 @@ function renderGroups(groups: readonly PurgeGroup[]): string {
     groups,
   );
 }
+
+/**
+ * The DELETE under the service's statement timeout, set inside its transaction as the batches
+ * do: a purge the server stops is rolled back, never committed after the client has given up.
+ */
+async function deleteBounded(pool: pg.Pool, database: DatabaseSettings, selection: PurgeSelection): Promise<PurgeGroup[]> {
+  const client = await pool.connect();
+  let failed: Error | undefined;
+  try {
+    await beginBatchTransaction(client, database);
+    const groups = await purgeDeadLetters(client, selection);
+    await client.query('COMMIT');
+    return groups;
+  } catch (error) {
+    failed = error instanceof Error ? error : new Error(String(error));
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release(failed);
+  }
+}
+
