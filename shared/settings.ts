@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable } from './env.js';
 import type { Environment } from './env.js';
 import { ConfigurationError } from './errors.js';
+import { DEFAULT_LOCK_TIMEOUT_MS } from './migrations/constants.js';
 import { envSuffix, isPipelineName, PIPELINE_DEFAULTS, PIPELINE_NAMES } from './pipeline-names.js';
 import type { PipelineName } from './pipeline-names.js';
 
@@ -112,7 +113,7 @@ export function loadSettings(env: Environment = process.env): Settings {
         undefined as DatabaseSettings['ssl'],
       ),
       preparedStatements: readVariable(env, 'STORAGE_DB_PREPARED_STATEMENTS', booleanVariable, false),
-      migrationLockTimeoutMs: readVariable(env, 'STORAGE_MIGRATION_LOCK_TIMEOUT_MS', integerVariable(100, 86_400_000), 600_000),
+      migrationLockTimeoutMs: readVariable(env, 'STORAGE_MIGRATION_LOCK_TIMEOUT_MS', integerVariable(100, 86_400_000), DEFAULT_LOCK_TIMEOUT_MS),
     },
     retry: {
       retries: readVariable(env, 'STORAGE_DB_RETRY_ATTEMPTS', integerVariable(0, 20), 5),
