@@ -113,11 +113,10 @@ describe('compressed batches', () => {
         pipeline: 'network-metrics',
         error: `pipeline network-metrics failed: topic ${topic} holds a record batch compressed with lz4 that this host cannot read: LZ4 compression not implemented`,
       });
-      expect(logger.lines.filter((line) => typeof line.extra.state === 'string').map((line) => line.extra.state), start).toEqual([
-        'Running',
-        'Failing',
-        'Stopped',
-      ]);
+      // The failure may come before the host has reported Running (seen on a restart, where the
+      // group already exists and the first fetch is quicker); either way it fails, then stops.
+      const states = logger.lines.filter((line) => typeof line.extra.state === 'string').map((line) => line.extra.state);
+      expect([['Running', 'Failing', 'Stopped'], ['Failing', 'Stopped']], start).toContainEqual(states);
       // nothing was skipped: the batch is still there for a host that can read it
       expect([...(await committedOffsets(stack.admin, names.groups['network-metrics'], topic)).values()], start).toEqual([-1n, -1n, -1n]);
     }
