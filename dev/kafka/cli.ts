@@ -2,6 +2,9 @@
  * The development broker from the command line:
  *
  *   tsx dev/kafka/cli.ts start [--port 9092] [--controller-port 9093] [--data-dir .data/kafka]
+ *
+ * The port defaults to `KAFKA_PORT` (as for `npm start`), else 9092; the controller port to the
+ * port + 1, so a second broker started with another `KAFKA_PORT` collides with neither port.
  *   tsx dev/kafka/cli.ts stop [--data-dir .data/kafka]
  *   tsx dev/kafka/cli.ts resolve
  *
@@ -12,15 +15,15 @@ import { relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BrokerAlreadyRunningError, DEFAULT_DATA_DIR, brokersFromEnv, resolveKafka, startBroker, stopBroker } from './broker.js';
 
-const USAGE = 'usage: cli.ts start [--port 9092] [--controller-port 9093] [--data-dir DIR] | stop [--data-dir DIR] | resolve';
+const USAGE = 'usage: cli.ts start [--port $KAFKA_PORT|9092] [--controller-port PORT+1] [--data-dir DIR] | stop [--data-dir DIR] | resolve';
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
-      port: { type: 'string', default: '9092' },
-      'controller-port': { type: 'string', default: '9093' },
+      port: { type: 'string', default: process.env.KAFKA_PORT || '9092' },
+      'controller-port': { type: 'string' },
       'data-dir': { type: 'string', default: DEFAULT_DATA_DIR },
     },
   });
@@ -43,9 +46,10 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       try {
+        const brokerPort = port(values.port, values.port === process.env.KAFKA_PORT ? 'KAFKA_PORT' : '--port');
         const broker = await startBroker({
-          port: port(values.port, '--port'),
-          controllerPort: port(values['controller-port'], '--controller-port'),
+          port: brokerPort,
+          controllerPort: values['controller-port'] === undefined ? brokerPort + 1 : port(values['controller-port'], '--controller-port'),
           dataDir,
           detached: true,
           log,

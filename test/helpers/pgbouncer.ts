@@ -1,19 +1,31 @@
 import type { ChildProcess } from 'node:child_process';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** Where the Debian package `pgbouncer` installs the binary. */
-const PGBOUNCER_CANDIDATES = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
+/** Where the Debian package `pgbouncer` installs the binary (not on an ordinary user's PATH). */
+const DEBIAN_PATHS = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
 
-/** The PgBouncer binary, or `undefined` when the package is not installed. */
-function pgbouncerBinary(): string | undefined {
-  return PGBOUNCER_CANDIDATES.find((candidate) => existsSync(candidate));
+/** The PgBouncer binary (found through `PATH`, then the Debian path), or `undefined` when absent. */
+export function pgbouncerBinary(): string | undefined {
+  const onPath = (process.env.PATH ?? '').split(delimiter).filter((folder) => folder !== '').map((folder) => join(folder, 'pgbouncer'));
+  return [...onPath, ...DEBIAN_PATHS].find((candidate) => {
+    try {
+      accessSync(candidate, constants.X_OK);
+      return statSync(candidate).isFile();
+    } catch {
+      return false;
+    }
+  });
 }
+
+/** The one line a run without PgBouncer prints, naming the package to install. */
+export const PGBOUNCER_MISSING =
+  'pgbouncer not found (PATH, /usr/sbin/pgbouncer): the connection-pooler tests are skipped; install the Debian package "pgbouncer" to run them';
 
 /** A PgBouncer this test run started; `stop()` ends it (and only it). */
 export interface RunningPgBouncer {
@@ -62,7 +74,7 @@ export async function startPgBouncer(
   databases: Readonly<Record<string, { readonly connectQuery?: string }>>,
 ): Promise<RunningPgBouncer> {
   const binary = pgbouncerBinary();
-  if (!binary) throw new Error('pgbouncer is not installed (Debian package "pgbouncer"; .ci/run installs it)');
+  if (!binary) throw new Error('pgbouncer is not installed (PATH, /usr/sbin/pgbouncer): install the Debian package "pgbouncer" (.ci/run installs it)');
   const target = new URL(server);
   const user = decodeURIComponent(target.username) || 'postgres';
   const database = decodeURIComponent(target.pathname.slice(1));
