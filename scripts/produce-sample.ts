@@ -1,7 +1,7 @@
 /**
  * `npm run produce:sample`: publishes good and bad sample messages to the three topics, so a
- * newcomer sees rows and dead letters appear. Brokers: `KAFKA_BROKERS`, default 127.0.0.1:9092
- * (what `npm start` uses). Topic names follow the same `STORAGE_TOPIC_<PIPELINE>` settings.
+ * newcomer sees rows and dead letters appear. Brokers: `KAFKA_BROKERS`, default
+ * 127.0.0.1:`KAFKA_PORT` (9092 when unset: what `npm start` uses). Topic names follow the same `STORAGE_TOPIC_<PIPELINE>` settings.
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
@@ -11,7 +11,7 @@ import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sampl
 import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
 import { loadSettings } from '../shared/settings.js';
 
-const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',').map((b) => b.trim());
+const brokers = (process.env.KAFKA_BROKERS || `127.0.0.1:${process.env.KAFKA_PORT || 9092}`).split(',').map((b) => b.trim());
 const { pipelines } = loadSettings();
 const now = new Date();
 const iso = (offsetMinutes = 0) => new Date(now.getTime() + offsetMinutes * 60_000).toISOString().replace('Z', '');
