@@ -14,6 +14,8 @@ import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
 import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
+import type { CloudFormationTemplate } from '../helpers/cloudformation-spec.js';
+import { loadSpecification, validateTemplate } from '../helpers/cloudformation-spec.js';
 import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
 
 const STAGES = ['dev', 'staging', 'prod', 'local'] as const;
@@ -40,6 +42,8 @@ interface Packaged {
   /** Every resource, conditions not applied to existence (Fn::If still resolved). */
   readonly declared: Record<string, Resource>;
   readonly conditions: Record<string, boolean>;
+  /** The template as packaged, untouched (for the check against the CloudFormation specification). */
+  readonly template: Template;
   readonly zips: Record<string, { bytes: number; files: string[]; path: string }>;
 }
 
@@ -139,7 +143,7 @@ async function packageStage(stage: Stage, directory: string): Promise<Packaged> 
     const path = join(out, `${name}.zip`);
     zips[name] = { bytes: (await stat(path)).size, files: (await zipEntries(path)).map((entry) => entry.name), path };
   }
-  return { resources, declared, conditions, zips };
+  return { resources, declared, conditions, template, zips };
 }
 
 // --- the deployment's own vocabulary ----------------------------------------------------------
@@ -387,6 +391,37 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     expect(migrationActions).not.toContain('cloudwatch:PutMetricData'); // EMF goes through the logs
     const logs = statementsOf(resources.ConsumerRole!).find((statement) => actionsOf(statement).includes('logs:PutLogEvents'));
     expect(resourcesOf(logs!)).toEqual(CONSUMERS.map(({ fn }) => ({ 'Fn::GetAtt': [`${fn}LogGroup`, 'Arn'] })));
+  });
+});
+
+describe('the packaged templates against the CloudFormation resource specification (offline, @aws-cdk/aws-service-spec)', () => {
+  it.each(STAGES)('%s: every type, property name, required property, literal and intrinsic conforms', async (stage) => {
+    const { template } = packaged[stage];
+    // The Kafka mappings carry the newer properties the check must know (provisioned mode, error controls).
+    for (const [id, mapping] of Object.entries(template.Resources).filter(([, resource]) => resource.Type === 'AWS::Lambda::EventSourceMapping')) {
+      expect(Object.keys(mapping.Properties), id).toEqual(
+        expect.arrayContaining(['ProvisionedPollerConfig', 'MaximumRetryAttempts', 'MaximumRecordAgeInSeconds', 'BisectBatchOnFunctionError', 'FunctionResponseTypes', 'MetricsConfig']),
+      );
+    }
+    expect(validateTemplate(template as unknown as CloudFormationTemplate, await loadSpecification(), stage)).toEqual([]);
+  });
+
+  it('fails, naming stage, resource and property, on a misspelled property (top level and nested) planted in the prod template', async () => {
+    const template = structuredClone(packaged.prod.template) as unknown as CloudFormationTemplate & { Resources: Record<string, Resource> };
+    const mapping = template.Resources.ReviewsEventSourceMapping!.Properties;
+    mapping.BisectBatchOnFunctionErrors = mapping.BisectBatchOnFunctionError ?? false;
+    delete mapping.BisectBatchOnFunctionError;
+    const pollers = mapping.ProvisionedPollerConfig as JsonObject;
+    pollers.MinimumPoller = pollers.MinimumPollers ?? 1;
+    delete pollers.MinimumPollers;
+    const problems = validateTemplate(template, await loadSpecification(), 'prod');
+    expect(problems).toHaveLength(2);
+    expect(problems).toContainEqual(
+      expect.stringMatching(/^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property BisectBatchOnFunctionErrors: unknown property/),
+    );
+    expect(problems).toContainEqual(
+      expect.stringMatching(/^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property ProvisionedPollerConfig\.MinimumPoller: unknown property of ProvisionedPollerConfig/),
+    );
   });
 });
 
