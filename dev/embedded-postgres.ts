@@ -53,7 +53,13 @@ export interface EmbeddedOptions {
    * should this process die first, by the guardian; no fsync (nothing in it must survive a crash).
    */
   readonly ephemeral?: boolean;
+  /** The server's own log lines. */
   readonly log?: (line: string) => void;
+  /**
+   * This module's notices (a copy of the binaries made, a stand-in data folder, a system user
+   * created, a data folder initialised); default: `log`.
+   */
+  readonly notice?: (line: string) => void;
 }
 
 /** The embedded server could not start: the message says what failed, where, and what to do. */
@@ -391,9 +397,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const ephemeral = options.ephemeral ?? false;
   if (!ephemeral && options.dataDir === undefined) throw new Error('startEmbeddedPostgres: dataDir is required unless ephemeral');
   const log = options.log ?? (() => undefined);
-  const user = process.getuid?.() === 0 ? serverUser(log) : undefined;
+  const notice = options.notice ?? log;
+  const user = process.getuid?.() === 0 ? serverUser(notice) : undefined;
   const { native, version } = await binaryPackage();
-  const binFolder = path.join(user === undefined ? native : await rootCopy(native, version, log), 'bin');
+  const binFolder = path.join(user === undefined ? native : await rootCopy(native, version, notice), 'bin');
   const binaries: Binaries = { initdb: path.join(binFolder, 'initdb'), postgres: path.join(binFolder, 'postgres') };
   let dataDir: string;
   try {
@@ -401,7 +408,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       dataDir = await mkdtemp(path.join(tmpdir(), 'pg-embedded-'));
       if (user !== undefined) await chown(dataDir, user.uid, user.gid);
     } else {
-      dataDir = await dataFolder(path.resolve(options.dataDir as string), user, log);
+      dataDir = await dataFolder(path.resolve(options.dataDir as string), user, notice);
     }
   } catch (error) {
     if (error instanceof EmbeddedPostgresError) throw error;
@@ -427,7 +434,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     if (ephemeral || options.persistent === false) await rm(dataDir, { recursive: true, force: true });
   };
   try {
-    if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initialise(binaries, dataDir, user, log);
+    if (!existsSync(path.join(dataDir, 'PG_VERSION'))) await initialise(binaries, dataDir, user, notice);
     postmaster = await launchPostmaster(binaries.postgres, dataDir, port, flags, user, log);
     // SIGINT is PostgreSQL's fast shutdown: it does not wait for clients of a dead process.
     guardian = startGuardian(postmaster.pid, STOP_TIMEOUT_MS, ephemeral ? dataDir : undefined, 'SIGINT');

@@ -70,6 +70,7 @@ async function main(): Promise<number> {
       database = await startEmbeddedPostgres({
         dataDir: path.join(root, '.data/postgres'),
         port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
+        notice: say,
       });
       url = database.url;
     }

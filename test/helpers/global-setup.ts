@@ -50,7 +50,7 @@ async function ensurePostgres(): Promise<EmbeddedDatabase | undefined> {
   if (!process.env.DATABASE_URL) {
     const began = Date.now();
     try {
-      database = await startEmbeddedPostgres({ ephemeral: true, database: 'test' });
+      database = await startEmbeddedPostgres({ ephemeral: true, database: 'test', notice: (line) => console.log(`[postgres] ${line}`) });
     } catch (error) {
       throw new Error(`DATABASE_URL is unset and the embedded PostgreSQL could not start: ${error instanceof Error ? error.message : String(error)}`, {
         cause: error,
