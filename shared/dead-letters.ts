@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { arrayLiteral } from './array-literal.js';
 import { sanitizeDetail } from './contracts/decode.js';
 import type { Queryable } from './queryable.js';
 import type { TableDescription, UpsertOptions } from './upsert.js';
@@ -24,6 +25,10 @@ export interface DeadLetterRow {
   readonly payload: Buffer | null;
   readonly payloadSize: number;
   readonly payloadSha256: Buffer;
+  /** The invocation (one `processBatch` call) whose transaction stores it; see {@link lettersStoredBy}. */
+  readonly invocationId: string | null;
+  /** Every contract violation, bounded: `{"total": n, "kept": ["<path>: <rule>", ...]}`, or null. */
+  readonly violations: string | null;
 }
 
 function storableName(name: string): boolean {
@@ -48,7 +53,7 @@ export function headersToJson(headers: readonly KafkaHeader[]): string {
  * Builds the stored row: the payload cut to 64 KiB (stated in `detail`) unless the message is
  * a valid one waiting for its app, the original size, and the sha256 of the full value.
  */
-export function deadLetterRow(letter: DeadLetter): DeadLetterRow {
+export function deadLetterRow(letter: DeadLetter, invocationId: string | null = null): DeadLetterRow {
   const value = letter.record.value;
   const size = value?.length ?? 0;
   // A valid message waiting for its app is kept whole so it can be re-driven.
@@ -67,6 +72,8 @@ export function deadLetterRow(letter: DeadLetter): DeadLetterRow {
     payloadSha256: createHash('sha256')
       .update(value ?? Buffer.alloc(0))
       .digest(),
+    invocationId,
+    violations: letter.rejection.violations === undefined ? null : JSON.stringify(letter.rejection.violations),
   };
 }
 
@@ -93,9 +100,17 @@ export const deadLetterTable: TableDescription<DeadLetterRow> = {
     { name: 'headers', type: 'jsonb', value: (row) => headersToJson(row.record.headers) },
     { name: 'reason', type: 'text', value: (row) => row.reason },
     { name: 'detail', type: 'text', value: (row) => row.detail },
+    { name: 'invocation_id', type: 'text', value: (row) => row.invocationId },
+    { name: 'violations', type: 'jsonb', value: (row) => row.violations },
   ],
   conflictColumns: ['topic', 'partition', 'kafka_offset', 'payload_sha256'],
 };
+
+/** How dead letters are written: the upsert's options, and the invocation that writes them. */
+export interface DeadLetterWriteOptions extends UpsertOptions {
+  /** Stored on each new row; {@link lettersStoredBy} finds them again. */
+  readonly invocationId?: string;
+}
 
 /**
  * Writes dead letters with one statement, in the caller's transaction. A replayed partition
@@ -104,9 +119,48 @@ export const deadLetterTable: TableDescription<DeadLetterRow> = {
 export async function insertDeadLetters(
   client: Queryable,
   letters: readonly DeadLetter[],
-  options: UpsertOptions = {},
+  options: DeadLetterWriteOptions = {},
 ): Promise<number> {
   if (letters.length === 0) return 0;
-  const outcome = await upsertRows(client, deadLetterTable, letters.map(deadLetterRow), options);
+  const invocationId = options.invocationId ?? null;
+  const outcome = await upsertRows(
+    client,
+    deadLetterTable,
+    letters.map((letter) => deadLetterRow(letter, invocationId)),
+    options,
+  );
   return outcome.inserted;
+}
+
+/**
+ * Which of `letters` are stored with `invocationId`: the ones this invocation stored, in this
+ * attempt or in an earlier one whose COMMIT was applied though its acknowledgement was lost
+ * (the retry then meets its own letters as conflicts). A letter stored by another invocation
+ * (a replay, a redelivery) is not among them. One probe of the identity index per letter.
+ */
+export async function lettersStoredBy(
+  client: Queryable,
+  letters: readonly DeadLetter[],
+  invocationId: string,
+): Promise<DeadLetter[]> {
+  if (letters.length === 0) return [];
+  const rows = letters.map((letter) => deadLetterRow(letter));
+  const result = await client.query<{ position: string }>(
+    `SELECT input.position::text AS position
+       FROM unnest($1::text[], $2::integer[], $3::bigint[], $4::bytea[]) WITH ORDINALITY
+            AS input(topic, partition, kafka_offset, payload_sha256, position)
+       JOIN dead_letter_events AS stored
+         ON stored.topic = input.topic AND stored.partition = input.partition
+        AND stored.kafka_offset = input.kafka_offset AND stored.payload_sha256 = input.payload_sha256
+      WHERE stored.invocation_id = $5`,
+    [
+      arrayLiteral(rows.map((row) => row.record.topic)),
+      arrayLiteral(rows.map((row) => row.record.partition)),
+      arrayLiteral(rows.map((row) => row.record.offset)),
+      rows.map((row) => row.payloadSha256),
+      invocationId,
+    ],
+  );
+  const positions = new Set(result.rows.map((row) => Number(row.position) - 1));
+  return letters.filter((_, index) => positions.has(index));
 }

@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { BatchReport, BatchResponse } from './batch-report.js';
 import { batchLogFields } from './batch-report.js';
 import type { DecodeResult } from './contracts/types.js';
 import type { DeadLetter } from './dead-letters.js';
-import { insertDeadLetters } from './dead-letters.js';
+import { insertDeadLetters, lettersStoredBy } from './dead-letters.js';
 import { dedupeByKey } from './dedupe.js';
 import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withClient } from './connection.js';
 import { isRefusedDataError } from './error-classification.js';
@@ -53,14 +54,19 @@ interface Batch<M extends Message> {
   readonly messages: readonly Decoded<M>[];
   readonly rejections: readonly DeadLetter[];
   readonly beforeCommit: BatchOptions['beforeCommit'];
+  /** Stored on the dead letters this invocation writes, so every attempt knows which are its own. */
+  readonly invocationId: string;
 }
 
 interface Written extends WriteOutcome {
   readonly deduplicated: number;
   /** Every dead letter of the batch, new or already stored. */
   readonly letters: readonly DeadLetter[];
-  /** How many of `letters` this attempt stored (the rest conflicted with a stored one). */
-  readonly newLetters: number;
+  /**
+   * The ones this invocation stored: in this attempt, or in an earlier one whose COMMIT was
+   * applied though its acknowledgement was lost. The rest were stored before (a replay).
+   */
+  readonly storedLetters: readonly DeadLetter[];
 }
 
 /**
@@ -150,6 +156,7 @@ async function writeBatch<M extends Message>(
   const { runtime, definition, messages } = batch;
   const database = runtime.settings.database;
   const sent = { prepared: database.preparedStatements };
+  const written = { ...sent, invocationId: batch.invocationId };
   await beginBatchTransaction(client, database);
   try {
     const applications = await runtime.resolver.resolve(
@@ -159,20 +166,24 @@ async function writeBatch<M extends Message>(
     const { bound, letters: unknown } = bindApplications(definition.name, messages, applications);
     const { kept, dropped } = dedupeByKey(bound, definition.naturalKey, definition.prefer);
     const letters = [...batch.rejections, ...unknown];
-    let newLetters = await insertDeadLetters(client, letters, sent);
+    let inserted = await insertDeadLetters(client, letters, written);
     const { outcome, refused } = await writeRows(client, definition, kept, { ...sent, precheck: runtime.precheck.enabled });
     if (refused.length > 0) {
-      newLetters += await insertDeadLetters(client, refused, sent);
+      inserted += await insertDeadLetters(client, refused, written);
       letters.push(...refused);
     }
+    // Some conflicted: stored by an earlier invocation (a replay), or by an earlier attempt of
+    // this one whose COMMIT acknowledgement was lost; the invocation id tells them apart.
+    const storedLetters = inserted === letters.length ? letters : await lettersStoredBy(client, letters, batch.invocationId);
     await batch.beforeCommit?.(client, letters);
     await client.query('COMMIT');
     runtime.precheck.observe(outcome);
-    return { ...outcome, deduplicated: dropped, letters, newLetters };
+    return { ...outcome, deduplicated: dropped, letters, storedLetters };
   } catch (error) {
-    // Only the refused-rows path reuses this connection; on a dead one ROLLBACK fails too, and
-    // `withClient` destroys the connection anyway.
-    await client.query('ROLLBACK').catch(() => undefined);
+    // Only the refused-rows path reuses this connection: roll back there. After any other
+    // error `withClient` destroys the connection, and a ROLLBACK on a connection that stopped
+    // answering would cost one more query timeout before that.
+    if (isRefusedDataError(error)) await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
 }
@@ -197,6 +208,20 @@ async function storeBatch<M extends Message>(client: pg.PoolClient, batch: Batch
 }
 
 /**
+ * Letters already stored before this invocation (a replay or redelivery of poison records):
+ * one INFO line per batch with their count, never a `message dead-lettered` WARN each (a log
+ * alert on that text must not fire on every replay).
+ */
+function logAlreadyStored(logger: PipelineRuntime['logger'], written: Written): void {
+  const stored = new Set(written.storedLetters);
+  const already = written.letters.filter((letter) => !stored.has(letter));
+  if (already.length === 0) return;
+  const byReason: Record<string, number> = {};
+  for (const letter of already) byReason[letter.rejection.reason] = (byReason[letter.rejection.reason] ?? 0) + 1;
+  logger.info('dead letters already stored', { pipeline: already[0]?.pipeline, count: already.length, byReason });
+}
+
+/**
  * The batch, step by step (docs/design.md section 3): parse the event, decode every record, then, in ONE
  * transaction retried on transient errors, resolve the apps, dedupe, write dead letters and
  * upsert the rows (plus `options.beforeCommit`, if given); only after COMMIT report success.
@@ -216,7 +241,14 @@ export async function processBatch(
   const ranges = offsetRanges(records);
   const partitions = [...ranges].map(([partition, range]) => ({ partition, ...range }));
   const { messages, rejections } = decodeAll(definition, records);
-  const batch: Batch<Message> = { runtime, definition, messages, rejections, beforeCommit: options.beforeCommit };
+  const batch: Batch<Message> = {
+    runtime,
+    definition,
+    messages,
+    rejections,
+    beforeCommit: options.beforeCommit,
+    invocationId: randomUUID(),
+  };
 
   let attempts = 0;
   const report = (written: Written | undefined): BatchReport => ({
@@ -226,8 +258,8 @@ export async function processBatch(
     updated: written?.updated ?? 0,
     skipped: written?.skipped ?? 0,
     deduplicated: written?.deduplicated ?? 0,
-    deadLettered: written?.newLetters ?? 0,
-    alreadyDeadLettered: (written?.letters.length ?? 0) - (written?.newLetters ?? 0),
+    deadLettered: written?.storedLetters.length ?? 0,
+    alreadyDeadLettered: (written?.letters.length ?? 0) - (written?.storedLetters.length ?? 0),
     durationMs: Math.round(performance.now() - started),
     attempts,
     failed: written === undefined,
@@ -276,7 +308,8 @@ export async function processBatch(
     };
   }
   const done = report(written);
-  logRejections(runtime.logger, written.letters, runtime.settings.rejectionLogLimit);
+  logRejections(runtime.logger, written.storedLetters, runtime.settings.rejectionLogLimit);
+  logAlreadyStored(runtime.logger, written);
   runtime.logger.info('batch stored', batchLogFields(done));
   return { response: { batchItemFailures: [] }, report: done };
 }

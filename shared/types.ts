@@ -41,10 +41,19 @@ export const REJECTION_REASONS = [
 
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
+/** Every contract violation of a message, bounded: the first `kept.length` of `total`. */
+export interface Violations {
+  readonly total: number;
+  /** `<path>: <rule>`, in the contract's order; at most `MAX_KEPT_VIOLATIONS`. */
+  readonly kept: readonly string[];
+}
+
 /** Why one message cannot be stored. `detail` never contains a NUL character. */
 export interface Rejection {
   readonly reason: RejectionReason;
   readonly detail: string;
+  /** A contract's rejection (`invalid_message`): all its violations, where `detail` names the first. */
+  readonly violations?: Violations;
 }
 
 /** What a batch write did, per the `RETURNING (xmax = 0)` of each upsert. */

@@ -181,12 +181,28 @@ function parseMessageObject(
   return { ok: true, object };
 }
 
-/** `<path>: <rule>` of the first issue, and how many more there were. */
-function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+/** How many violations of one message a dead letter keeps (`violations.kept`); `total` counts all. */
+const MAX_KEPT_VIOLATIONS = 20;
+
+/**
+ * The rejection of a message the contract refuses: `detail` is `<path>: <rule>` of the first
+ * issue and how many more there were; with more than one, `violations` keeps the first 20 of
+ * them all.
+ */
+function contractRejection(issues: readonly z.core.$ZodIssue[]): { readonly ok: false; readonly rejection: Rejection } {
   const [first] = issues;
-  if (first === undefined) return 'message: violates the contract';
+  if (first === undefined) return reject('invalid_message', 'message: violates the contract');
   const more = issues.length > 1 ? ` (+${issues.length - 1} more)` : '';
-  return `${formatPath(first.path)}: ${first.message}${more}`;
+  const kept = issues.slice(0, MAX_KEPT_VIOLATIONS).map((issue) => sanitizeDetail(`${formatPath(issue.path)}: ${issue.message}`));
+  return {
+    ok: false,
+    rejection: {
+      reason: 'invalid_message',
+      detail: sanitizeDetail(`${formatPath(first.path)}: ${first.message}${more}`),
+      // A single violation is the detail itself.
+      ...(issues.length > 1 ? { violations: { total: issues.length, kept } } : {}),
+    },
+  };
 }
 
 /**
@@ -201,7 +217,7 @@ export function createDecoder<T>(schema: z.ZodType<T>): Decoder<T> {
       if (!parsed.ok) return parsed;
       const result = schema.safeParse(parsed.object);
       if (result.success) return { ok: true, message: result.data };
-      return reject('invalid_message', describeIssues(result.error.issues));
+      return contractRejection(result.error.issues);
     } catch (error) {
       const name = error instanceof Error ? error.name : typeof error;
       return reject('invalid_message', `message: could not be decoded (${name})`);

@@ -218,6 +218,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       'migrations/0002_reviews.sql',
       'migrations/0003_network_metrics.sql',
       'migrations/0004_dead_letter_events.sql',
+      'migrations/0005_operator_actions.sql',
     ]);
     if (stage === 'prod') {
       console.log(

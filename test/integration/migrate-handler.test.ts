@@ -7,6 +7,7 @@ import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
+import { readdirSync } from 'node:fs';
 import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +20,11 @@ import type { MigrationReport } from '../../shared/migrations/types.js';
 import { createAppsStandIn, createTestDatabase, createTestSchema } from '../helpers/database.js';
 import type { TestDatabase, TestSchema } from '../helpers/database.js';
 import { lambdaContext, testSettings } from '../helpers/pipeline.js';
+
+/** Versions of the repository's migration files (1..n). */
+const VERSIONS = readdirSync(DEFAULT_MIGRATIONS_DIRECTORY)
+  .filter((name) => name.endsWith('.sql'))
+  .map((_, index) => index + 1);
 
 interface ReceivedResponse {
   readonly method: string | undefined;
@@ -140,7 +146,7 @@ describe('the migration custom resource', () => {
       StackId: STACK_ID,
       RequestId: 'request-Create',
       LogicalResourceId: 'SchemaMigration',
-      Data: { MigrationsHash: hash, Applied: '1,2,3,4' },
+      Data: { MigrationsHash: hash, Applied: VERSIONS.join(',') },
     });
     expect(await tables(schema)).toEqual(
       expect.arrayContaining(['app_stats', 'dead_letter_events', 'network_metrics', 'reviews', 'storage_consumer_migrations']),
@@ -208,7 +214,7 @@ describe('the migrate function invoked directly', () => {
 
     const report = (await handler({}, lambdaContext(600_000))) as MigrationReport;
 
-    expect(report.applied.map((file) => file.version)).toEqual([1, 2, 3, 4]);
+    expect(report.applied.map((file) => file.version)).toEqual(VERSIONS);
     expect(responseUrl.received).toEqual([]);
   });
 
@@ -224,7 +230,7 @@ describe('the migration custom resource at its deadline', () => {
   /**
    * A database of its own (advisory locks are per database, so no other test file's runner can
    * hold the lock this test checks), with the App API stand-in, and a migrations directory of
-   * the repository's files plus `extra` as 0005.
+   * the repository's files plus `extra` as the next version.
    */
   async function slowSetup(extra: string) {
     const database = await createTestDatabase('deadline');
@@ -233,7 +239,7 @@ describe('the migration custom resource at its deadline', () => {
     const directory = await mkdtemp(join(tmpdir(), 'migrations-deadline-'));
     cleanups.push(() => rm(directory, { recursive: true, force: true }));
     for (const name of await readdir(DEFAULT_MIGRATIONS_DIRECTORY)) await copyFile(join(DEFAULT_MIGRATIONS_DIRECTORY, name), join(directory, name));
-    await writeFile(join(directory, '0005_slow.sql'), extra);
+    await writeFile(join(directory, `${String(VERSIONS.length + 1).padStart(4, '0')}_slow.sql`), extra);
     const handler = createMigrationHandler({ settings: testSettings(database.url), logger: silentLogger(), directory });
     return { database, handler, hash: await migrationsHash(directory) };
   }
@@ -268,7 +274,7 @@ describe('the migration custom resource at its deadline', () => {
   });
 
   it('cancels a migration still running at the deadline, then answers FAILED: nothing of it stays, the lock is free, it never commits later', async () => {
-    // Prepare: 0005 creates a table, then sleeps in short statements (each well within the
+    // Prepare: the next migration creates a table, then sleeps in short statements (each well within the
     // statement timeout), 20 s in all; the budget is 3 s (18 s left, 15 s kept back)
     const marker = `slow_${Date.now()}`;
     const { database, handler, hash: slowHash } = await slowSetup(
@@ -288,12 +294,12 @@ describe('the migration custom resource at its deadline', () => {
     expect(answeredAfterMs).toBeLessThan(15_000);
     expect(await sessionsRunning(database, marker)).toBe(0);
     expect(await lockIsFree(database)).toBe(true);
-    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+    expect(await appliedVersions(database)).toEqual(VERSIONS);
     const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('slow_marker')::text AS table");
     expect(rows[0]?.table).toBeNull();
     // ... and it does not commit later
     await new Promise((resolve) => setTimeout(resolve, 1_500));
-    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+    expect(await appliedVersions(database)).toEqual(VERSIONS);
   });
 
   it('keeps the statement timeout below the budget: one long statement is stopped by the server itself, FAILED, nothing stays', async () => {
@@ -306,9 +312,11 @@ describe('the migration custom resource at its deadline', () => {
     // Assess
     const { body } = responseUrl.last();
     expect(body.Status).toBe('FAILED');
-    expect(body.Reason).toContain('migration 0005_slow.sql failed: canceling statement due to statement timeout (SQLSTATE 57014');
+    expect(body.Reason).toContain(
+      `migration ${String(VERSIONS.length + 1).padStart(4, '0')}_slow.sql failed: canceling statement due to statement timeout (SQLSTATE 57014`,
+    );
     expect(await lockIsFree(database)).toBe(true);
-    expect(await appliedVersions(database)).toEqual([1, 2, 3, 4]);
+    expect(await appliedVersions(database)).toEqual(VERSIONS);
   });
 
   it('bounds the wait for another runner\'s lock below the budget, and answers FAILED saying so', async () => {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
 import { appendFile, copyFile, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +20,16 @@ import { createAppsStandIn, createTestDatabase, createTestSchema } from '../help
 import type { TestDatabase, TestSchema } from '../helpers/database.js';
 
 const DATA_TABLES = ['app_stats', 'dead_letter_events', 'network_metrics', 'reviews'];
+/** The service's own tables besides the data tables (the audit trail, migration 0005). */
+const SERVICE_TABLES = ['operator_actions'];
+
+/** The repository's migration files, in order, and their versions (1..n). */
+const MIGRATION_FILES = readdirSync(DEFAULT_MIGRATIONS_DIRECTORY)
+  .filter((name) => name.endsWith('.sql'))
+  .sort();
+const VERSIONS = MIGRATION_FILES.map((_, index) => index + 1);
+/** A file name one past the last migration, for tests that add one. */
+const nextFileName = (name: string): string => `${String(MIGRATION_FILES.length + 1).padStart(4, '0')}_${name}.sql`;
 
 interface LogLine {
   level: 'info' | 'warn';
@@ -99,17 +110,12 @@ describe('runMigrations', () => {
     const report = await migrate(schema);
 
     expect(report).toEqual({
-      applied: [
-        { version: 1, name: 'app_stats' },
-        { version: 2, name: 'reviews' },
-        { version: 3, name: 'network_metrics' },
-        { version: 4, name: 'dead_letter_events' },
-      ],
+      applied: MIGRATION_FILES.map((fileName, index) => ({ version: index + 1, name: fileName.slice(5, -4) })),
       alreadyApplied: 0,
       unknownApplied: [],
     });
     expect(await tablesOf(schema)).toEqual(
-      [...DATA_TABLES, 'apps_registry_application', 'storage_consumer_migrations'].sort(),
+      [...DATA_TABLES, ...SERVICE_TABLES, 'apps_registry_application', 'storage_consumer_migrations'].sort(),
     );
 
     const uniqueKeys = await schema.pool.query<{ table: string; columns: string[] }>(
@@ -152,10 +158,16 @@ describe('runMigrations', () => {
       })),
     );
 
-    const files = ['0001_app_stats.sql', '0002_reviews.sql', '0003_network_metrics.sql', '0004_dead_letter_events.sql'];
+    expect(MIGRATION_FILES.slice(0, 5)).toEqual([
+      '0001_app_stats.sql',
+      '0002_reviews.sql',
+      '0003_network_metrics.sql',
+      '0004_dead_letter_events.sql',
+      '0005_operator_actions.sql',
+    ]);
     expect(await trackingRows(schema)).toEqual(
       await Promise.all(
-        files.map(async (fileName, index) => ({
+        MIGRATION_FILES.map(async (fileName, index) => ({
           version: index + 1,
           name: fileName.slice(5, -4),
           checksum: await sha256OfFile(join(DEFAULT_MIGRATIONS_DIRECTORY, fileName)),
@@ -172,7 +184,7 @@ describe('runMigrations', () => {
 
     const report = await migrate(schema);
 
-    expect(report).toEqual({ applied: [], alreadyApplied: 4, unknownApplied: [] });
+    expect(report).toEqual({ applied: [], alreadyApplied: MIGRATION_FILES.length, unknownApplied: [] });
     const after = await schema.pool.query(appliedAt);
     expect(after.rows).toEqual(before.rows);
   });
@@ -183,8 +195,8 @@ describe('runMigrations', () => {
     const reports = await Promise.all([migrate(schema), migrate(schema), migrate(schema)]);
 
     const appliedVersions = reports.flatMap((report) => report.applied.map((migration) => migration.version));
-    expect(appliedVersions.sort((a, b) => a - b)).toEqual([1, 2, 3, 4]);
-    expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2, 3, 4]);
+    expect(appliedVersions.sort((a, b) => a - b)).toEqual(VERSIONS);
+    expect((await trackingRows(schema)).map((row) => row.version)).toEqual(VERSIONS);
   });
 
   it('waits for the advisory lock another session holds', async () => {
@@ -206,7 +218,7 @@ describe('runMigrations', () => {
 
     expect(settledWhileLocked).toBe(false);
     expect(whileLocked).toEqual(['apps_registry_application']);
-    expect(report.applied).toHaveLength(4);
+    expect(report.applied).toHaveLength(MIGRATION_FILES.length);
   });
 
   it("refuses to run without the App API's applications table, and creates nothing", async () => {
@@ -226,13 +238,13 @@ describe('runMigrations', () => {
     const directory = await copyOfMigrations();
     await migrate(schema, { directory });
     await appendFile(join(directory, '0002_reviews.sql'), '\nCREATE INDEX reviews_score_idx ON reviews (score);\n');
-    await writeFile(join(directory, '0005_later.sql'), 'CREATE TABLE later (id INTEGER);');
+    await writeFile(join(directory, nextFileName('later')), 'CREATE TABLE later (id INTEGER);');
 
     const error = await caught(migrate(schema, { directory }));
 
     expect(error).toBeInstanceOf(MigrationError);
     expect(error.message).toMatch(/^0002_reviews\.sql was changed after it was applied/);
-    expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2, 3, 4]);
+    expect((await trackingRows(schema)).map((row) => row.version)).toEqual(VERSIONS);
     expect(await tablesOf(schema)).not.toContain('later');
     const status = await schemaStatus(schema.pool, { directory });
     expect(status.mismatches).toEqual([
@@ -256,17 +268,17 @@ describe('runMigrations', () => {
     const schema = await freshSchema();
     await migrate(schema);
     await schema.pool.query(
-      `INSERT INTO storage_consumer_migrations (version, name, checksum) VALUES (5, 'from_a_newer_release', 'abc')`,
+      `INSERT INTO storage_consumer_migrations (version, name, checksum) VALUES (99, 'from_a_newer_release', 'abc')`,
     );
     const logger = recordingLogger();
 
     const report = await migrate(schema, { logger });
 
-    expect(report).toEqual({ applied: [], alreadyApplied: 4, unknownApplied: [5] });
+    expect(report).toEqual({ applied: [], alreadyApplied: MIGRATION_FILES.length, unknownApplied: [99] });
     expect(logger.lines).toContainEqual({
       level: 'warn',
       message: 'the database has migrations newer than this code knows; accepting them',
-      extra: { unknown_versions: [5] },
+      extra: { unknown_versions: [99] },
     });
   });
 
@@ -297,7 +309,7 @@ describe('runMigrations', () => {
     await writeFile(join(directory, '0003_network_metrics.sql'), realThird);
     const report = await migrate(schema, { directory });
 
-    expect(report.applied.map((migration) => migration.version)).toEqual([3, 4]);
+    expect(report.applied.map((migration) => migration.version)).toEqual(VERSIONS.slice(2));
     expect(report.alreadyApplied).toBe(2);
   });
 
@@ -308,7 +320,7 @@ describe('runMigrations', () => {
     await migrate(schema, { logger });
 
     expect(logger.lines.filter((line) => line.message === 'applied migration').map((line) => line.extra)).toEqual(
-      ['0001_app_stats.sql', '0002_reviews.sql', '0003_network_metrics.sql', '0004_dead_letter_events.sql'].map(
+      MIGRATION_FILES.map(
         (file, index) => ({ version: index + 1, file, duration_ms: expect.any(Number) }),
       ),
     );
@@ -321,7 +333,7 @@ describe('schemaStatus', () => {
 
     const status = await schemaStatus(schema.pool);
 
-    expect(status).toEqual({ applied: [], pending: [1, 2, 3, 4], mismatches: [], unknownApplied: [], upToDate: false });
+    expect(status).toEqual({ applied: [], pending: VERSIONS, mismatches: [], unknownApplied: [], upToDate: false });
     expect(await tablesOf(schema)).toEqual(['apps_registry_application']);
   });
 
@@ -332,12 +344,9 @@ describe('schemaStatus', () => {
     const status = await schemaStatus(schema.pool);
 
     expect(status).toMatchObject({ pending: [], mismatches: [], unknownApplied: [], upToDate: true });
-    expect(status.applied.map((row) => [row.version, row.name])).toEqual([
-      [1, 'app_stats'],
-      [2, 'reviews'],
-      [3, 'network_metrics'],
-      [4, 'dead_letter_events'],
-    ]);
+    expect(status.applied.map((row) => [row.version, row.name])).toEqual(
+      MIGRATION_FILES.map((fileName, index) => [index + 1, fileName.slice(5, -4)]),
+    );
     expect(status.applied[0]?.appliedAt).toBeInstanceOf(Date);
   });
 });
@@ -369,7 +378,7 @@ describe('one migration connection for every entry point', () => {
     // Prepare: the first runner applies a migration that takes 32 s, holding the lock meanwhile
     const { database, first, second } = await twoSchemas();
     const directory = await copyOfMigrations();
-    await writeFile(join(directory, '0005_slow.sql'), 'SELECT pg_sleep(32);\n');
+    await writeFile(join(directory, nextFileName('slow')), 'SELECT pg_sleep(32);\n');
     const firstRun = runMigrations({
       ...migrationConnection(loadSettings({ DATABASE_URL: first }).database),
       directory,
@@ -389,8 +398,8 @@ describe('one migration connection for every entry point', () => {
     expect(waiting.stderr).toBe('');
     expect(waiting.code).toBe(0);
     expect(waitedMs).toBeGreaterThan(30_000);
-    expect((JSON.parse(waiting.stdout) as MigrationReport).applied.map((file) => file.version)).toEqual([1, 2, 3, 4]);
-    expect((await firstRun).applied.map((file) => file.version)).toEqual([1, 2, 3, 4, 5]);
+    expect((JSON.parse(waiting.stdout) as MigrationReport).applied.map((file) => file.version)).toEqual(VERSIONS);
+    expect((await firstRun).applied.map((file) => file.version)).toEqual([...VERSIONS, VERSIONS.length + 1]);
   }, 120_000);
 
   it('gives up after STORAGE_MIGRATION_LOCK_TIMEOUT_MS, naming it, and applies nothing', async () => {
@@ -426,6 +435,7 @@ describe('one migration connection for every entry point', () => {
     expect(withTls.code).toBe(1);
     expect(withTls.stderr).toContain('The server does not support SSL connections');
     expect(plain.code).toBe(0);
-    expect(plain.stdout).toContain('applied 0004_dead_letter_events\nschema up to date: 4 applied now, 0 already applied\n');
+    const last = MIGRATION_FILES.at(-1)?.slice(0, -4);
+    expect(plain.stdout).toContain(`applied ${last}\nschema up to date: ${MIGRATION_FILES.length} applied now, 0 already applied\n`);
   });
 });

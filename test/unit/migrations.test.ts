@@ -112,7 +112,7 @@ describe('orderMigrationFileNames', () => {
 });
 
 describe('loadMigrations', () => {
-  it("loads the repository's migrations 1..4 by default directory", async () => {
+  it("loads the repository's migrations by default directory", async () => {
     const files = await loadMigrations(DEFAULT_MIGRATIONS_DIRECTORY);
 
     expect(files.map((file) => [file.version, file.name])).toEqual([
@@ -120,6 +120,7 @@ describe('loadMigrations', () => {
       [2, 'reviews'],
       [3, 'network_metrics'],
       [4, 'dead_letter_events'],
+      [5, 'operator_actions'],
     ]);
   });
 

@@ -140,6 +140,10 @@ describe('app-stats contract', () => {
       updated: 1763733780000,
     };
     const result = decodeAppStats(recordValue(legacy));
-    expect(result.ok || result.rejection).toEqual({ reason: 'invalid_message', detail: 'package_name: required (+1 more)' });
+    expect(result.ok || result.rejection).toEqual({
+      reason: 'invalid_message',
+      detail: 'package_name: required (+1 more)',
+      violations: { total: 2, kept: ['package_name: required', 'crawled_at: required'] },
+    });
   });
 });

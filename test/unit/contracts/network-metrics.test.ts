@@ -134,6 +134,30 @@ describe('network-metrics contract', () => {
       bytesReceived: 5120987,
     };
     const result = decodeNetworkMetrics(recordValue(camel));
-    expect(result.ok || result.rejection).toEqual({ reason: 'invalid_message', detail: 'analysis_id: required (+6 more)' });
+    expect(result.ok || result.rejection).toEqual({
+      reason: 'invalid_message',
+      detail: 'analysis_id: required (+6 more)',
+      violations: {
+        total: 7,
+        kept: ['analysis_id', 'package_name', 'captured_at', 'duration_ms', 'packet_count', 'bytes_sent', 'bytes_received'].map(
+          (field) => `${field}: required`,
+        ),
+      },
+    });
+  });
+});
+
+describe('contract violations kept in a dead letter', () => {
+  it('keeps the first 20 violations, counts them all, and names the first in the detail', () => {
+    // 30 protocol counts, each negative: 30 violations
+    const protocols = Object.fromEntries(Array.from({ length: 30 }, (_, index) => [`p${index}`, -1]));
+    const result = decodeNetworkMetrics(recordValue({ ...sampleNetworkMetrics(), protocols }));
+    if (result.ok) throw new Error('expected a rejection');
+    expect(result.rejection.reason).toBe('invalid_message');
+    expect(result.rejection.violations?.total).toBe(30);
+    expect(result.rejection.violations?.kept).toHaveLength(20);
+    expect(result.rejection.violations?.kept[0]).toMatch(/^protocols\.p0: /);
+    expect(result.rejection.violations?.kept[19]).toMatch(/^protocols\.p19: /);
+    expect(result.rejection.detail).toBe(`${result.rejection.violations?.kept[0]} (+29 more)`);
   });
 });

@@ -150,6 +150,10 @@ describe('reviews contract', () => {
     expect(result.ok || result.rejection).toEqual({
       reason: 'invalid_message',
       detail: 'review_id: required (+4 more)',
+      violations: {
+        total: 5,
+        kept: ['review_id', 'package_name', 'thumbs_up_count', 'reviewed_at', 'last_synced_at'].map((field) => `${field}: required`),
+      },
     });
   });
 });
