@@ -7,14 +7,18 @@ import type { CliIo } from './command.js';
 
 /**
  * The commands' logger: warnings and errors (e.g. a transient database error during a
- * re-drive) as JSON lines on stderr, so stdout stays the command's own output.
+ * re-drive) as JSON lines on stderr, so stdout stays the command's own output. The lines have
+ * the shape of the service's own (Powertools) log lines: upper-case level, message, timestamp,
+ * service, plus `component: "cli"`, so one log query reads both.
  */
 export function cliLogger(io: CliIo): CoreLogger {
   const line =
-    (level: 'warn' | 'error') =>
+    (level: 'WARN' | 'ERROR') =>
     (message: string, ...extra: Array<Record<string, unknown>>) =>
-      io.stderr(`${JSON.stringify({ level, message, ...Object.assign({}, ...extra) })}\n`);
-  return { debug: () => undefined, info: () => undefined, warn: line('warn'), error: line('error') };
+      io.stderr(
+        `${JSON.stringify({ level, message, timestamp: new Date().toISOString(), service: 'storage-consumer', component: 'cli', ...Object.assign({}, ...extra) })}\n`,
+      );
+  return { debug: () => undefined, info: () => undefined, warn: line('WARN'), error: line('ERROR') };
 }
 
 /** The settings and one small pool on the service's database, for the length of a command. */

@@ -192,11 +192,20 @@ export async function countDeadLetters(db: Queryable): Promise<DeadLetterCount[]
   }));
 }
 
+/**
+ * Reasons whose pending letter is the only copy of a valid message (its offset was committed):
+ * a purge takes them only when `--reason` names that reason.
+ */
+export const REDRIVABLE_REASONS: readonly RejectionReason[] = ['unknown_application', 'rejected_by_database'];
+
 /** Which dead letters a purge takes: the filter's, stored before `before`, re-driven unless told otherwise. */
 export interface PurgeSelection extends DeadLetterFilter {
   /** Only letters stored before this instant. */
   readonly before: Date;
-  /** Also letters never re-driven: a pending `unknown_application` letter is the only copy of a valid message. */
+  /**
+   * Also letters never re-driven, except those of a re-drivable reason (`REDRIVABLE_REASONS`)
+   * unless `reason` names it.
+   */
   readonly includePending: boolean;
 }
 
@@ -210,57 +219,94 @@ export interface PurgeGroup {
   readonly newest: Date;
 }
 
+/** A purge's set: its groups, and a digest of its ids that tells two sets apart. */
+export interface PurgeSet {
+  readonly groups: PurgeGroup[];
+  readonly total: number;
+  /** The first 12 hex digits of the md5 of the ids in order, comma-separated. */
+  readonly digest: string;
+}
+
+/** Pending letters of the purge's age and filter that it leaves alone. */
+export interface PendingKept {
+  readonly total: number;
+  /** Of them, letters of a re-drivable reason (the only copy of a valid message). */
+  readonly redrivable: number;
+}
+
 interface PurgeGroupRow {
   pipeline: string;
   reason: string;
   count: string;
   oldest: Date;
   newest: Date;
+  digest: string;
+}
+
+/** Whether a pending letter is taken: never, always (its re-drivable reason named), or unless re-drivable. */
+function pendingIncluded(selection: PurgeSelection): string {
+  if (!selection.includePending) return 'FALSE';
+  if (selection.reason !== undefined && REDRIVABLE_REASONS.includes(selection.reason)) return 'TRUE';
+  return `reason NOT IN (${REDRIVABLE_REASONS.map((reason) => `'${reason}'`).join(', ')})`;
+}
+
+/** The filter and the age: every letter a purge looks at, taken or kept. */
+function purgeScope(selection: PurgeSelection, params: unknown[]): string {
+  const scope = where({ ...selection, pendingOnly: undefined }, params);
+  params.push(selection.before);
+  return `${scope} AND created_at < $${params.length}`;
 }
 
 function purgeCondition(selection: PurgeSelection, params: unknown[]): string {
-  const conditions = [where({ ...selection, pendingOnly: undefined }, params)];
-  params.push(selection.before);
-  conditions.push(`created_at < $${params.length}`);
-  if (!selection.includePending) conditions.push('redriven_at IS NOT NULL');
-  return conditions.join(' AND ');
+  return `${purgeScope(selection, params)} AND (redriven_at IS NOT NULL OR ${pendingIncluded(selection)})`;
 }
 
-const GROUPED = `SELECT pipeline, reason, count(*)::text AS count, min(created_at) AS oldest, max(created_at) AS newest`;
+const EMPTY_DIGEST = "left(md5(''), 12)";
 
-function toGroups(rows: readonly PurgeGroupRow[]): PurgeGroup[] {
-  return rows.map((row) => ({ pipeline: row.pipeline, reason: row.reason, count: Number(row.count), oldest: row.oldest, newest: row.newest }));
+/** Groups plus the digest of the whole set, over a relation `source` of (id, pipeline, reason, created_at). */
+function groupedWithDigest(source: string): string {
+  return `SELECT pipeline, reason, count(*)::text AS count, min(created_at) AS oldest, max(created_at) AS newest,
+                 (SELECT left(md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')), 12) FROM ${source}) AS digest
+            FROM ${source} GROUP BY pipeline, reason ORDER BY pipeline, reason`;
 }
 
-/** What `purgeDeadLetters` would delete, per pipeline and reason; deletes nothing. */
-export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeGroup[]> {
+async function toSet(db: Queryable, rows: readonly PurgeGroupRow[]): Promise<PurgeSet> {
+  const groups = rows.map((row) => ({ pipeline: row.pipeline, reason: row.reason, count: Number(row.count), oldest: row.oldest, newest: row.newest }));
+  const digest = rows[0]?.digest ?? (await db.query<{ digest: string }>(`SELECT ${EMPTY_DIGEST} AS digest`)).rows[0]?.digest ?? '';
+  return { groups, total: groups.reduce((sum, group) => sum + group.count, 0), digest };
+}
+
+/** What `purgeDeadLetters` would delete, per pipeline and reason, with the set's digest; deletes nothing. */
+export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `${GROUPED} FROM dead_letter_events WHERE ${purgeCondition(selection, params)} GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+    `WITH selected AS (SELECT id, pipeline, reason, created_at FROM dead_letter_events WHERE ${purgeCondition(selection, params)})
+     ${groupedWithDigest('selected')}`,
     params,
   );
-  return toGroups(result.rows);
+  return toSet(db, result.rows);
 }
 
 /** Deletes the selected dead letters in one statement; returns what it deleted, per pipeline and reason. */
-export async function purgeDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeGroup[]> {
+export async function purgeDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)} RETURNING pipeline, reason, created_at)
-     ${GROUPED} FROM deleted GROUP BY pipeline, reason ORDER BY pipeline, reason`,
+    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)} RETURNING id, pipeline, reason, created_at)
+     ${groupedWithDigest('deleted')}`,
     params,
   );
-  return toGroups(result.rows);
+  return toSet(db, result.rows);
 }
 
-/** How many pending letters a purge without `includePending` leaves alone that it would otherwise take. */
-export async function pendingKeptByPurge(db: Queryable, selection: PurgeSelection): Promise<number> {
-  if (selection.includePending) return 0;
+/** The pending letters of the purge's age and filter that it leaves alone, and how many of them are re-drivable. */
+export async function pendingKeptByPurge(db: Queryable, selection: PurgeSelection): Promise<PendingKept> {
   const params: unknown[] = [];
-  const condition = purgeCondition({ ...selection, includePending: true }, params);
-  const result = await db.query<{ total: string }>(
-    `SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition} AND redriven_at IS NULL`,
+  const result = await db.query<{ total: string; redrivable: string }>(
+    `SELECT count(*)::text AS total,
+            count(*) FILTER (WHERE reason IN (${REDRIVABLE_REASONS.map((reason) => `'${reason}'`).join(', ')}))::text AS redrivable
+       FROM dead_letter_events
+      WHERE ${purgeScope(selection, params)} AND redriven_at IS NULL AND NOT (${pendingIncluded(selection)})`,
     params,
   );
-  return Number(result.rows[0]?.total ?? 0);
+  return { total: Number(result.rows[0]?.total ?? 0), redrivable: Number(result.rows[0]?.redrivable ?? 0) };
 }

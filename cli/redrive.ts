@@ -4,6 +4,7 @@ import { deadLetterRow } from '../shared/dead-letters.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
 import type { CoreLogger } from '../shared/logger.js';
+import { recordOperatorAction } from '../shared/operator-actions.js';
 import { processBatch } from '../shared/pipeline.js';
 import { isPipelineName } from '../shared/pipeline-names.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
@@ -104,12 +105,22 @@ async function markOutcome(
   return { redriven: marked.rowCount ?? 0, stillFailing: failed.size };
 }
 
+/** The filter as the audit entry's arguments (instants as ISO text). */
+function filterArguments(filter: DeadLetterFilter, pipeline: string): Record<string, unknown> {
+  return {
+    pipeline,
+    ...(filter.reason === undefined ? {} : { reason: filter.reason }),
+    ...(filter.since === undefined ? {} : { since: filter.since.toISOString() }),
+  };
+}
+
 async function redrivePipeline(
   db: Queryable,
   name: PipelineName,
   settings: Settings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
+  actor: string,
   onProgress: RedriveProgressListener | undefined,
 ): Promise<PipelineRedrive> {
   const runtime = createPipelineRuntime(name, settings, logger);
@@ -138,7 +149,21 @@ async function redrivePipeline(
         buildKafkaEvent(batch.map(sourceRecord)),
         runtime,
         { remainingMs: () => Number.POSITIVE_INFINITY },
-        { beforeCommit: async (client, letters) => void (outcome = await markOutcome(client, batch, letters)) },
+        {
+          // The batch's audit entry commits with the batch, or not at all.
+          beforeCommit: async (client, letters) => {
+            outcome = await markOutcome(client, batch, letters);
+            await recordOperatorAction(client, {
+              actor,
+              command: 'dlq redrive',
+              arguments: filterArguments(filter, name),
+              outcome: {
+                counts: { selected: batch.length, redriven: outcome.redriven, stillFailing: outcome.stillFailing },
+                ids: { first: batch[0]?.id, last: batch.at(-1)?.id },
+              },
+            });
+          },
+        },
       );
       // Under STORAGE_FAILURE_RESPONSE=report an exhausted retry budget returns instead of throwing.
       if (report.failed) {
@@ -163,18 +188,21 @@ async function redrivePipeline(
  * size: the ones that now succeed are stored and marked `redriven_at`, the ones that fail
  * again stay pending with their detail updated. A truncated payload is never re-driven.
  * Running it twice changes nothing the first run did. `onProgress` hears after every batch.
+ * Every batch writes an audit entry (`operator_actions`, command `dlq redrive`, by `actor`) in
+ * its own transaction.
  */
 export async function redriveDeadLetters(
   db: pg.Pool,
   settings: Settings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
+  actor: string,
   onProgress?: RedriveProgressListener,
 ): Promise<PipelineRedrive[]> {
   const results: PipelineRedrive[] = [];
   for (const pipeline of await pipelinesWithDeadLetters(db, { ...filter, pendingOnly: true })) {
     if (isPipelineName(pipeline)) {
-      results.push(await redrivePipeline(db, pipeline, settings, filter, logger, onProgress));
+      results.push(await redrivePipeline(db, pipeline, settings, filter, logger, actor, onProgress));
       continue;
     }
     // Only a hand-edited row can name no pipeline; say so rather than guess one.

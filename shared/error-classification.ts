@@ -99,3 +99,13 @@ export function poolerRefusal(error: unknown): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * True when the error is the server's own answer (an ErrorResponse: a statement timeout, a
+ * constraint): the connection still works and can take a ROLLBACK. A client-side query
+ * timeout, a dropped connection or anything else is not: such a client is destroyed, never
+ * kept waiting for one more query on a connection that stopped answering.
+ */
+export function isServerAnswer(error: unknown): boolean {
+  return error instanceof pg.DatabaseError;
+}

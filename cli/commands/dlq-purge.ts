@@ -1,20 +1,24 @@
 import type pg from 'pg';
 import { beginBatchTransaction } from '../../shared/connection.js';
+import { isServerAnswer } from '../../shared/error-classification.js';
+import { recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { DatabaseSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
-import type { PurgeGroup, PurgeSelection } from '../dead-letter-store.js';
-import { pendingKeptByPurge, purgeableDeadLetters, purgeDeadLetters } from '../dead-letter-store.js';
+import type { PendingKept, PurgeGroup, PurgeSelection, PurgeSet } from '../dead-letter-store.js';
+import { pendingKeptByPurge, purgeableDeadLetters, purgeDeadLetters, REDRIVABLE_REASONS } from '../dead-letter-store.js';
 import { renderJson, renderTable } from '../output.js';
-import { parseDuration } from '../time.js';
+import { parseDuration, parseInstant } from '../time.js';
 import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 
 const OPTIONS = {
   ...FILTER_OPTIONS,
   ...JSON_OPTION,
   'older-than': { type: 'string' },
+  before: { type: 'string' },
   'include-pending': { type: 'boolean' },
+  expect: { type: 'string' },
   yes: { type: 'boolean' },
 } as const;
 
@@ -22,65 +26,149 @@ const OPTIONS = {
 const MIN_PURGE_AGE = '1d';
 const MIN_PURGE_AGE_MS = parseDuration(MIN_PURGE_AGE, MIN_PURGE_AGE);
 
-/** `dlq purge --older-than <duration> [--include-pending] [--yes]`: deletes old dead letters. */
+/** `--expect <count>:<digest>`: the set a preview showed. */
+const EXPECT = /^(\d+):([0-9a-f]{12})$/;
+
+/** `dlq purge (--older-than <duration> | --before <instant>) [--include-pending] [--expect N:D] [--yes]`. */
 export const dlqPurge: Command = {
   name: 'purge',
   summary: 'delete old re-driven dead letters (asks for --yes)',
-  help: `Usage: storage-consumer dlq purge --older-than <duration> [--include-pending] [--yes] [--pipeline P] [--reason R] [--since T] [--json]
+  help: `Usage: storage-consumer dlq purge (--older-than <duration> | --before <instant>) [--include-pending]
+                                [--pipeline P] [--reason R] [--since T] [--expect N:DIGEST] [--yes] [--json]
 
-Deletes the dead letters stored longer ago than <duration> (at least ${MIN_PURGE_AGE}; e.g. 30d, 12h, 2w) that
-were re-driven. A pending letter is kept unless --include-pending is given: a pending
-unknown_application letter is the only copy of a valid message (its offset was committed).
+Deletes the dead letters stored before a cut-off (at least ${MIN_PURGE_AGE} ago) that were re-driven.
 
-Without --yes nothing is deleted: it prints what would be, per pipeline and reason with the
-oldest and newest dates. With --yes it deletes them and prints the same for what it deleted.
+A pending letter (never re-driven) is kept unless --include-pending is given. Even then, a
+pending letter of a re-drivable reason (${REDRIVABLE_REASONS.join(', ')}) is kept unless --reason
+names that reason: it is the only copy of a valid message (its offset was committed).
 
-  --older-than D     required: the age, at least ${MIN_PURGE_AGE}
-  --include-pending  also letters never re-driven (their messages are gone for good)
-  --yes              delete; without it the command only reports
+Without --yes nothing is deleted: it prints the absolute cut-off, what would be deleted per
+pipeline and reason (oldest and newest dates), what it keeps, and the exact command that deletes
+that set: with --before (the cut-off fixed) and --expect (the set's size and digest). With --yes
+and --expect it deletes exactly that set or, if the set changed since (letters re-driven or
+purged meanwhile), nothing (exit 1). Every --yes leaves an entry in the audit trail, in the
+deleting transaction (storage-consumer audit).
+
+  --older-than D      the age, at least ${MIN_PURGE_AGE} (e.g. 30d, 12h, 2w): the cut-off is now - D
+  --before T          the cut-off as an instant (ISO 8601, UTC unless it has an offset)
+  --include-pending   also letters never re-driven (their messages are gone for good), except
+                      re-drivable reasons not named by --reason
+  --expect N:DIGEST   with --yes: delete only if the set is still the one the preview showed
+  --yes               delete; without it the command only reports
 ${FILTER_HELP}
-  --json             the result as JSON
+  --json              the result as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
     const parsed = parseCommandArgs(dlqPurge, args, io, OPTIONS);
     if (!parsed) return EXIT.ok;
-    const olderThan = parsed.values['older-than'];
-    if (olderThan === undefined) throw new UsageError('--older-than is required (e.g. --older-than 30d)');
-    const olderThanMs = parseDuration(olderThan, '--older-than');
-    if (olderThanMs < MIN_PURGE_AGE_MS) throw new UsageError(`--older-than must be at least ${MIN_PURGE_AGE}, got ${olderThan}`);
-    const confirmed = parsed.values.yes === true;
-    const selection: PurgeSelection = {
-      ...parseFilter(parsed.values),
-      before: new Date(Date.now() - olderThanMs),
-      includePending: parsed.values['include-pending'] === true,
-    };
-    const { groups, pendingKept } = await withDatabase(io, async ({ pool, settings }) => ({
-      groups: confirmed ? await deleteBounded(pool, settings.database, selection) : await purgeableDeadLetters(pool, selection),
-      pendingKept: await pendingKeptByPurge(pool, selection),
-    }));
-    const total = groups.reduce((sum, group) => sum + group.count, 0);
-    if (parsed.values.json === true) {
+    const { values } = parsed;
+    const olderThan = values['older-than'];
+    if ((olderThan === undefined) === (values.before === undefined)) {
+      throw new UsageError('give exactly one of --older-than (e.g. --older-than 30d) and --before (an instant)');
+    }
+    const now = Date.now();
+    const before = olderThan !== undefined ? new Date(now - parseDuration(olderThan, '--older-than')) : parseInstant(values.before ?? '', '--before');
+    if (now - before.getTime() < MIN_PURGE_AGE_MS) {
+      throw new UsageError(
+        olderThan !== undefined
+          ? `--older-than must be at least ${MIN_PURGE_AGE}, got ${olderThan}`
+          : `--before must be at least ${MIN_PURGE_AGE} ago, got ${before.toISOString()}`,
+      );
+    }
+    const expected = values.expect === undefined ? undefined : EXPECT.exec(values.expect);
+    if (expected === null) throw new UsageError(`--expect must be <count>:<12 hex digits> as the preview prints it, got ${JSON.stringify(values.expect)}`);
+    const confirmed = values.yes === true;
+    if (expected !== undefined && !confirmed) throw new UsageError('--expect goes with --yes');
+    const filter = parseFilter(values);
+    const selection: PurgeSelection = { ...filter, before, includePending: values['include-pending'] === true };
+    const command = exactCommand(selection);
+    const expectation = expected === undefined ? undefined : { total: Number(expected[1]), digest: expected[2] ?? '' };
+
+    const { set, kept, auditId } = await withDatabase(io, async ({ pool, settings }) => {
+      const kept = await pendingKeptByPurge(pool, selection);
+      if (!confirmed) return { set: await purgeableDeadLetters(pool, selection), kept, auditId: undefined };
+      const actor = resolveActor(io.env);
+      const deleted = await deleteBounded(pool, settings.database, selection, async (client, set) => {
+        if (expectation && (set.total !== expectation.total || set.digest !== expectation.digest)) {
+          throw new RefusedError(
+            `the set changed since the preview (it had ${expectation.total} letter(s), digest ${expectation.digest}; ` +
+              `it now has ${set.total}, digest ${set.digest}): nothing was deleted; run the preview again`,
+          );
+        }
+        const entry = await recordOperatorAction(client, {
+          actor,
+          command: 'dlq purge',
+          arguments: {
+            before: before.toISOString(),
+            ...(olderThan === undefined ? {} : { olderThan }),
+            ...(filter.pipeline === undefined ? {} : { pipeline: filter.pipeline }),
+            ...(filter.reason === undefined ? {} : { reason: filter.reason }),
+            ...(filter.since === undefined ? {} : { since: filter.since.toISOString() }),
+            includePending: selection.includePending,
+            ...(expectation === undefined ? {} : { expect: values.expect }),
+          },
+          outcome: { counts: { deleted: set.total }, digest: set.digest, groups: jsonGroups(set.groups) },
+        });
+        return entry.id;
+      });
+      return { set: deleted.set, kept, auditId: deleted.auditId };
+    });
+
+    if (values.json === true) {
       io.stdout(
         renderJson({
-          olderThan,
-          before: selection.before.toISOString(),
+          ...(olderThan === undefined ? {} : { olderThan }),
+          before: before.toISOString(),
           includePending: selection.includePending,
           confirmed,
-          [confirmed ? 'deleted' : 'wouldDelete']: total,
-          groups: groups.map((group) => ({ ...group, oldest: group.oldest.toISOString(), newest: group.newest.toISOString() })),
-          pendingKept,
+          [confirmed ? 'deleted' : 'wouldDelete']: set.total,
+          digest: set.digest,
+          groups: jsonGroups(set.groups),
+          pendingKept: kept.total,
+          redrivableKept: kept.redrivable,
+          ...(confirmed ? { auditId } : { command: set.total > 0 ? `${command} --expect ${set.total}:${set.digest} --yes` : null }),
         }),
       );
       return EXIT.ok;
     }
     const which = selection.includePending ? 'dead letter(s), pending or re-driven,' : 're-driven dead letter(s)';
-    io.stdout(`${confirmed ? 'deleted' : 'would delete'} ${total} ${which} stored before ${selection.before.toISOString()} (older than ${olderThan})\n`);
-    if (total > 0) io.stdout(renderGroups(groups));
-    if (pendingKept > 0) io.stdout(`kept ${pendingKept} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`);
-    if (!confirmed) io.stdout(total > 0 ? 'nothing was deleted: run again with --yes to delete them\n' : 'nothing was deleted\n');
+    const age = olderThan === undefined ? '' : ` (older than ${olderThan})`;
+    io.stdout(`${confirmed ? 'deleted' : 'would delete'} ${set.total} ${which} stored before ${before.toISOString()}${age}\n`);
+    if (set.total > 0) io.stdout(renderGroups(set.groups));
+    io.stdout(keptLines(kept, selection));
+    if (confirmed) io.stdout(`audit entry ${auditId ?? '?'} written\n`);
+    else if (set.total === 0) io.stdout('nothing was deleted\n');
+    else io.stdout(`nothing was deleted; to delete exactly these ${set.total}, run:\n  ${command} --expect ${set.total}:${set.digest} --yes\n`);
     return EXIT.ok;
   },
 };
+
+/** What the purge leaves alone, and how to take it if that is really meant. */
+function keptLines(kept: PendingKept, selection: PurgeSelection): string {
+  let text = '';
+  const plain = kept.total - kept.redrivable;
+  if (plain > 0) text += `kept ${plain} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`;
+  if (kept.redrivable > 0) {
+    text +=
+      `kept ${kept.redrivable} pending ${REDRIVABLE_REASONS.join(' / ')} dead letter(s) of that age: each is the only copy of a valid message; ` +
+      `re-drive them (dlq redrive), or name the reason (--reason R${selection.includePending ? '' : ' --include-pending'}) to delete them\n`;
+  }
+  return text;
+}
+
+/** The command that deletes exactly the previewed set (the cut-off and `--since` as instants). */
+function exactCommand(selection: PurgeSelection): string {
+  const parts = ['storage-consumer dlq purge', `--before ${selection.before.toISOString()}`];
+  if (selection.pipeline !== undefined) parts.push(`--pipeline ${selection.pipeline}`);
+  if (selection.reason !== undefined) parts.push(`--reason ${selection.reason}`);
+  if (selection.since !== undefined) parts.push(`--since ${selection.since.toISOString()}`);
+  if (selection.includePending) parts.push('--include-pending');
+  return parts.join(' ');
+}
+
+function jsonGroups(groups: readonly PurgeGroup[]) {
+  return groups.map((group) => ({ ...group, oldest: group.oldest.toISOString(), newest: group.newest.toISOString() }));
+}
 
 function renderGroups(groups: readonly PurgeGroup[]): string {
   return renderTable<PurgeGroup>(
@@ -98,21 +186,29 @@ function renderGroups(groups: readonly PurgeGroup[]): string {
 /**
  * The DELETE under the service's statement timeout, set inside its transaction as the batches
  * do: a purge the server stops is rolled back, never committed after the client has given up.
+ * `check` runs in the transaction before COMMIT (the expected set, the audit entry); a throw
+ * rolls everything back. A ROLLBACK is sent only while the server answers: a client whose
+ * query timed out is destroyed (the server rolls back), not kept waiting one more timeout.
  */
-async function deleteBounded(pool: pg.Pool, database: DatabaseSettings, selection: PurgeSelection): Promise<PurgeGroup[]> {
+async function deleteBounded(
+  pool: pg.Pool,
+  database: DatabaseSettings,
+  selection: PurgeSelection,
+  check: (client: pg.PoolClient, set: PurgeSet) => Promise<string>,
+): Promise<{ set: PurgeSet; auditId: string }> {
   const client = await pool.connect();
   let failed: Error | undefined;
   try {
     await beginBatchTransaction(client, database);
-    const groups = await purgeDeadLetters(client, selection);
+    const set = await purgeDeadLetters(client, selection);
+    const auditId = await check(client, set);
     await client.query('COMMIT');
-    return groups;
+    return { set, auditId };
   } catch (error) {
-    failed = error instanceof Error ? error : new Error(String(error));
-    await client.query('ROLLBACK').catch(() => undefined);
+    if (isServerAnswer(error) || error instanceof RefusedError) await client.query('ROLLBACK').catch(() => undefined);
+    else failed = error instanceof Error ? error : new Error(String(error));
     throw error;
   } finally {
     client.release(failed);
   }
 }
-

@@ -1,3 +1,4 @@
+import { resolveActor } from '../../shared/operator-actions.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
 import { withDatabase } from '../context.js';
@@ -20,7 +21,8 @@ registered after its messages arrived (reason unknown_application). Running it a
 nothing. A payload that was truncated when it was stored cannot be re-driven: it is listed and
 left alone. Exit 0 when the re-drive ran (whatever failed again is reported), 1 on an error.
 On a terminal it shows its progress on stderr after every batch; it ends with a summary line
-(with --json: a "summary" object beside the per-pipeline figures).
+(with --json: a "summary" object beside the per-pipeline figures). Every batch leaves an entry
+in the audit trail in its own transaction (storage-consumer audit).
 
 ${FILTER_HELP}
   --json          the report as JSON
@@ -43,7 +45,9 @@ ${FILTER_HELP}
       : io;
     let results: PipelineRedrive[];
     try {
-      results = await withDatabase(logged, ({ pool, settings, logger }) => redriveDeadLetters(pool, settings, filter, logger, progress?.show));
+      results = await withDatabase(logged, ({ pool, settings, logger }) =>
+        redriveDeadLetters(pool, settings, filter, logger, resolveActor(io.env), progress?.show),
+      );
     } finally {
       progress?.end();
     }

@@ -201,6 +201,15 @@ describe('dlq redrive', () => {
     const stillBroken = after.find((row) => row.kafka_offset === '21');
     expect(stillBroken?.redriven_at).toBeNull();
     expect(stillBroken?.detail).toBe(originalDetail);
+    // Each batch's audit entry, written in that batch's transaction
+    const audit = await schema.pool.query<{ actor: string; arguments: { pipeline: string }; outcome: { counts: Record<string, number> } }>(
+      "SELECT actor, arguments, outcome FROM operator_actions WHERE command = 'dlq redrive' ORDER BY id",
+    );
+    expect(audit.rows.map((row) => [row.arguments.pipeline, row.outcome.counts])).toEqual([
+      ['app-stats', { selected: 1, redriven: 1, stillFailing: 0 }],
+      ['reviews', { selected: 4, redriven: 2, stillFailing: 2 }],
+    ]);
+    expect(audit.rows[0]?.actor).toMatch(/^.+@.+$/);
 
     // Act again: nothing changes.
     const second = await runCli(['dlq', 'redrive', '--json'], env);
@@ -272,18 +281,30 @@ describe('dlq purge', () => {
     );
     return rows.map((row) => ({ ...row, oldest: row.oldest.toISOString(), newest: row.newest.toISOString() }));
   }
+  const totalOf = (groups: ReadonlyArray<{ count: number }>) => groups.reduce((sum, group) => sum + group.count, 0);
+  const auditEntries = async () =>
+    (await schema.pool.query<{ actor: string; command: string; arguments: Record<string, unknown>; outcome: Record<string, unknown> }>(
+      "SELECT actor, command, arguments, outcome FROM operator_actions WHERE command = 'dlq purge' ORDER BY id",
+    )).rows;
 
   beforeAll(async () => {
-    // Every letter was stored 40 to 44 days ago, one a day apart by id
+    // Every letter was stored 40 to 44 days ago, one a day apart by id; two more pending
+    // unknown_application letters (valid messages waiting for their app) of that age
+    await ingest('reviews', 'reviews', [
+      { partition: 0, offset: 900, value: { ...sampleReview(), review_id: 'gp:waiting-1', package_name: 'com.example.unregistered' } },
+      { partition: 0, offset: 901, value: { ...sampleReview(), review_id: 'gp:waiting-2', package_name: 'com.example.unregistered' } },
+    ]);
     await schema.pool.query("UPDATE dead_letter_events SET created_at = date_trunc('day', now()) - interval '40 days' - (id % 5) * interval '1 day'");
   });
 
-  it('without --yes deletes nothing and prints what it would delete: re-driven letters only, per pipeline and reason, oldest and newest', async () => {
+  it('without --yes deletes nothing and prints the absolute cut-off, what it would delete, what it keeps, and the exact command', async () => {
     // Prepare
     const redriven = await groupsInTable('redriven_at IS NOT NULL');
-    const pending = await count('dead_letter_events') - redriven.reduce((sum, group) => sum + group.count, 0);
+    const pendingPlain = totalOf(await groupsInTable("redriven_at IS NULL AND reason NOT IN ('unknown_application', 'rejected_by_database')"));
+    const pendingRedrivable = totalOf(await groupsInTable("redriven_at IS NULL AND reason IN ('unknown_application', 'rejected_by_database')"));
     expect(redriven.length).toBeGreaterThan(0);
-    expect(pending).toBeGreaterThan(0);
+    expect(pendingPlain).toBeGreaterThan(0);
+    expect(pendingRedrivable).toBe(2);
     const before = await deadLetters();
 
     // Act
@@ -292,61 +313,95 @@ describe('dlq purge', () => {
 
     // Assess
     expect(text.code).toBe(0);
-    const total = redriven.reduce((sum, group) => sum + group.count, 0);
+    const total = totalOf(redriven);
     expect(text.stdout).toMatch(new RegExp(`^would delete ${total} re-driven dead letter\\(s\\) stored before \\S+Z \\(older than 30d\\)\n`));
     const rows = tableRows(text.stdout.split('\n').slice(1).join('\n'));
     expect(rows[0]).toEqual(['PIPELINE', 'REASON', 'COUNT', 'OLDEST', 'NEWEST']);
     expect(rows.slice(1, 1 + redriven.length)).toEqual(redriven.map((group) => [group.pipeline, group.reason, String(group.count), group.oldest, group.newest]));
-    expect(text.stdout).toContain(`kept ${pending} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`);
-    expect(text.stdout.endsWith('nothing was deleted: run again with --yes to delete them\n')).toBe(true);
-    expect(JSON.parse(json.stdout)).toEqual({
+    expect(text.stdout).toContain(`kept ${pendingPlain} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`);
+    expect(text.stdout).toContain(`kept ${pendingRedrivable} pending unknown_application / rejected_by_database dead letter(s) of that age: each is the only copy of a valid message`);
+    expect(text.stdout).toMatch(
+      new RegExp(`nothing was deleted; to delete exactly these ${total}, run:\n  storage-consumer dlq purge --before \\S+Z --expect ${total}:[0-9a-f]{12} --yes\n$`),
+    );
+    const report = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(report).toEqual({
       olderThan: '30d',
       before: expect.stringMatching(/Z$/),
       includePending: false,
       confirmed: false,
       wouldDelete: total,
+      digest: expect.stringMatching(/^[0-9a-f]{12}$/),
       groups: redriven,
-      pendingKept: pending,
+      pendingKept: pendingPlain + pendingRedrivable,
+      redrivableKept: pendingRedrivable,
+      command: `storage-consumer dlq purge --before ${String(report.before)} --expect ${total}:${String(report.digest)} --yes`,
     });
     expect(await deadLetters()).toEqual(before);
   });
 
-  it('--yes deletes the re-driven letters older than the age, and keeps every pending one', async () => {
-    // Prepare
+  it('the printed command deletes exactly the previewed set, in one transaction with its audit entry; a changed set is refused', async () => {
+    // Prepare: a preview, then one more letter becomes purgeable (re-driven) before the --yes
     const redriven = await groupsInTable('redriven_at IS NOT NULL');
     const pendingBefore = (await deadLetters()).filter((row) => row.redriven_at === null);
+    const preview = JSON.parse((await runCli(['dlq', 'purge', '--older-than', '30d', '--json'], env)).stdout) as { command: string; wouldDelete: number };
+    const args = preview.command.split(' ').slice(1);
+    const sneaked = pendingBefore.find((row) => row.reason === 'invalid_json');
+    await schema.pool.query('UPDATE dead_letter_events SET redriven_at = now() WHERE id = $1', [sneaked?.id]);
 
     // Act
-    const younger = await runCli(['dlq', 'purge', '--older-than', '50d', '--yes', '--json'], env);
-    const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--yes', '--json'], env);
+    const changed = await runCli(args, env);
+    const afterRefusal = await deadLetters();
+    await schema.pool.query('UPDATE dead_letter_events SET redriven_at = NULL WHERE id = $1', [sneaked?.id]);
+    const purged = await runCli([...args, '--json'], { ...env, STORAGE_ACTOR: 'ops-runbook-test' });
 
-    // Assess
-    expect(JSON.parse(younger.stdout)).toMatchObject({ confirmed: true, deleted: 0, groups: [] });
-    expect(JSON.parse(purged.stdout)).toMatchObject({ confirmed: true, deleted: redriven.reduce((sum, group) => sum + group.count, 0), groups: redriven });
+    // Assess: refused while the set differed, nothing deleted; then exactly the preview's set
+    expect(changed.code).toBe(1);
+    expect(changed.stderr).toContain(`the set changed since the preview (it had ${preview.wouldDelete} letter(s)`);
+    expect(afterRefusal).toHaveLength(pendingBefore.length + totalOf(redriven));
+    expect(purged.code).toBe(0);
+    expect(JSON.parse(purged.stdout)).toMatchObject({ confirmed: true, deleted: totalOf(redriven), groups: redriven, auditId: expect.any(String) });
     expect(await deadLetters()).toEqual(pendingBefore);
+    const entries = await auditEntries();
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({
+      actor: 'ops-runbook-test',
+      command: 'dlq purge',
+      arguments: { includePending: false, expect: args.at(-2) },
+      outcome: { counts: { deleted: totalOf(redriven) } },
+    });
   });
 
-  it('--include-pending --yes also deletes the pending ones', async () => {
+  it('--include-pending alone never takes a pending unknown_application letter; naming the reason does', async () => {
     // Prepare
-    const pending = await groupsInTable('redriven_at IS NULL');
+    const plain = await groupsInTable("redriven_at IS NULL AND reason NOT IN ('unknown_application', 'rejected_by_database')");
 
     // Act
     const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--yes'], env);
+    const left = await deadLetters();
+    const named = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--reason', 'unknown_application', '--yes', '--json'], env);
 
     // Assess
-    const total = pending.reduce((sum, group) => sum + group.count, 0);
     expect(purged.code).toBe(0);
-    expect(purged.stdout).toMatch(new RegExp(`^deleted ${total} dead letter\\(s\\), pending or re-driven, stored before `));
+    expect(purged.stdout).toMatch(new RegExp(`^deleted ${totalOf(plain)} dead letter\\(s\\), pending or re-driven, stored before `));
+    expect(purged.stdout).toContain('kept 2 pending unknown_application / rejected_by_database dead letter(s) of that age');
+    expect(left.map((row) => row.reason)).toEqual(['unknown_application', 'unknown_application']);
+    expect(JSON.parse(named.stdout)).toMatchObject({ confirmed: true, deleted: 2, redrivableKept: 0 });
     expect(await count('dead_letter_events')).toBe(0);
+    expect((await auditEntries()).map((entry) => entry.arguments.reason ?? null)).toEqual([null, null, 'unknown_application']);
   });
 
-  it('has a minimum age of 1d, and needs a valid --older-than (exit 2)', async () => {
+  it('has a minimum age of 1d, and needs exactly one valid cut-off (exit 2)', async () => {
     const tooYoung = await runCli(['dlq', 'purge', '--older-than', '12h', '--yes'], env);
     expect(tooYoung.code).toBe(2);
     expect(tooYoung.stderr).toContain('--older-than must be at least 1d, got 12h');
+    const tooRecent = await runCli(['dlq', 'purge', '--before', new Date().toISOString()], env);
+    expect(tooRecent.code).toBe(2);
+    expect(tooRecent.stderr).toContain('--before must be at least 1d ago');
     expect((await runCli(['dlq', 'purge', '--older-than', '0s', '--include-pending', '--yes'], env)).code).toBe(2);
     expect((await runCli(['dlq', 'purge'], env)).code).toBe(2);
+    expect((await runCli(['dlq', 'purge', '--older-than', '30d', '--before', '2026-01-01'], env)).code).toBe(2);
     expect((await runCli(['dlq', 'purge', '--older-than', '30 days'], env)).code).toBe(2);
+    expect((await runCli(['dlq', 'purge', '--older-than', '30d', '--expect', '3:abc', '--yes'], env)).code).toBe(2);
   });
 });
 
