@@ -283,7 +283,9 @@ function mutated(topic: keyof typeof CONTRACTS): fc.Arbitrary<string> {
 
 const RUNS = { numRuns: 400 };
 
-describe.each(TOPICS)('%s decoder, for any input', (topic) => {
+// A fixed number of runs, CPU-bound: seconds on a quiet machine, several times that on a busy
+// one. The timeout bounds a hang, not the speed (vitest's 5 s default failed fresh runs under load).
+describe.each(TOPICS)('%s decoder, for any input', { timeout: 60_000 }, (topic) => {
   const { decode } = CONTRACTS[topic];
 
   it('arbitrary bytes: never throws, accepts only contract messages', () => {
