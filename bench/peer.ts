@@ -1,0 +1,258 @@
+/**
+ * `npm run bench:peer`: our host beside the system a user would pick instead, the Debezium JDBC
+ * sink on Kafka Connect, on the same machine, broker and PostgreSQL (the kit of bench/peer/,
+ * from ../shared/peer-bench; bench/peer/README.md says what is fair and why).
+ *
+ * Starts its own broker (dev/kafka, jars from KAFKA_CACHE_DIR), resolves Kafka Connect and the
+ * Debezium JDBC sink from Maven Central into .cache/peer-bench (once), builds the host
+ * (`npm run build`), produces N reviews (default 200,000, 3 partitions, the same rows in each
+ * peer's format) once, then per scenario runs alternating pairs (Debezium then ours, ours then
+ * Debezium, ...) of full drains from the backlog, each with a fresh consumer group and a fresh
+ * database (`peerbench`, `oursbench`):
+ *  - `local`: the peers talk to PostgreSQL directly;
+ *  - `remote`: both talk to it through the same TCP proxy (bench/peer/delay-proxy.ts) that delays
+ *    every chunk by --delay-ms (0.5) each way: a 1 ms round trip, as RDS in the same zone. The
+ *    round trip the proxy really adds is measured (SELECT 1, median) and printed.
+ * Per drain: steady rows/s (from the first stored row), whole-run rows/s (from the spawn),
+ * client CPU seconds and CPU microseconds per row, machine CPU seconds, peak RSS. Per scenario:
+ * the medians of each peer, and the medians of the per-pair ratios ours / Debezium. The last
+ * line is one JSON object. Stops everything it started (JVMs, the broker, the proxy) and drops
+ * both databases, also on failure.
+ *
+ * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
+ * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
+ * host), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
+ * --skip-build. Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * KAFKA_CACHE_DIR, PEER_BENCH_CACHE_DIR (.cache/peer-bench).
+ */
+import { spawn } from 'node:child_process';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { startBroker } from '../dev/kafka/broker.js';
+import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
+import { ensureTopics } from '../host/topics.js';
+import type { DrainFigures, DrainSetup } from './peer/peers.js';
+import { dropDatabase, drainDebezium, drainOurs, processCpuSeconds, resolvePeerJars } from './peer/peers.js';
+import { produceReviews } from './peer/reviews.js';
+import { median, serverUrl } from './support.js';
+
+dropKafkajsTimeoutWarnings();
+
+const { values: flags } = parseArgs({
+  options: {
+    records: { type: 'string', default: '200000' },
+    pairs: { type: 'string', default: '2' },
+    scenario: { type: 'string', default: 'all' },
+    'delay-ms': { type: 'string', default: '0.5' },
+    mode: { type: 'string', default: 'unnest' },
+    'host-env': { type: 'string', multiple: true, default: [] },
+    'host-cpu-prof': { type: 'string' },
+    'skip-build': { type: 'boolean', default: false },
+  },
+});
+const RECORDS = Number(flags.records);
+const PAIRS = Number(flags.pairs);
+const DELAY_MS = Number(flags['delay-ms']);
+const MODE = flags.mode as 'unnest' | 'batch' | 'rewrite';
+const SCENARIOS = flags.scenario === 'all' ? (['local', 'remote'] as const) : ([flags.scenario] as const);
+if (!Number.isSafeInteger(RECORDS) || RECORDS < 1) throw new Error('--records must be a positive integer');
+if (!Number.isSafeInteger(PAIRS) || PAIRS < 1) throw new Error('--pairs must be a positive integer');
+if (!(DELAY_MS >= 0)) throw new Error('--delay-ms must be a number >= 0');
+if (!['unnest', 'batch', 'rewrite'].includes(MODE)) throw new Error('--mode must be unnest, batch or rewrite');
+for (const scenario of SCENARIOS) if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
+const HOST_ENV = Object.fromEntries(
+  flags['host-env'].map((pair) => {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--host-env takes NAME=VALUE, not ${pair}`);
+    return [pair.slice(0, at), pair.slice(at + 1)];
+  }),
+);
+const VERSIONS = { kafkaConnect: '4.1.1', debezium: '3.5.0.Final' };
+const SEED = 42;
+const ROOT = path.resolve(import.meta.dirname, '..');
+const PEER_DATABASE = 'peerbench';
+const OURS_DATABASE = 'oursbench';
+const TOPICS = { debezium: 'peer-reviews', ours: 'ours-reviews' };
+
+const log = (line: string): void => console.error(`[bench:peer] ${line}`);
+
+function runNpm(args: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm ${args.join(' ')} exited with ${code}`))));
+  });
+}
+
+/** The delay proxy in its own process (its CPU is in neither peer's figure); resolves with its port. */
+async function startProxy(server: URL): Promise<{ port: number; cpuSeconds: () => Promise<number>; stop(): Promise<void> }> {
+  const child = spawn(
+    path.join(ROOT, 'node_modules', '.bin', 'node'),
+    ['--import', 'tsx', 'bench/peer/delay-proxy.ts', '--target', `${server.hostname}:${server.port || '5432'}`, '--delay-ms', String(DELAY_MS)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the delay proxy exited with ${code}`)));
+    child.stdout.once('data', (data: Buffer) => resolve((JSON.parse(data.toString('utf8')) as { port: number }).port));
+  });
+  return {
+    port,
+    cpuSeconds: () => processCpuSeconds(child.pid as number),
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Median `SELECT 1` round trip in ms on a new connection to host:port. */
+async function roundTripMs(server: URL, port: number): Promise<number> {
+  const url = new URL(server.toString());
+  url.port = String(port);
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  const times: number[] = [];
+  try {
+    for (let i = 0; i < 200; i += 1) {
+      const started = performance.now();
+      await client.query('SELECT 1');
+      times.push(performance.now() - started);
+    }
+  } finally {
+    await client.end();
+  }
+  return median(times);
+}
+
+const round = (value: number, digits = 3): number => Number(value.toFixed(digits));
+
+type Peer = DrainFigures['peer'];
+
+/** Per-peer medians, per-pair ratio medians, and every drain. */
+function summarise(drains: readonly DrainFigures[][]) {
+  const of = (peer: Peer) => drains.map((pair) => pair.find((drain) => drain.peer === peer) as DrainFigures);
+  const medians = (peer: Peer) => {
+    const runs = of(peer);
+    const m = (key: keyof DrainFigures) => median(runs.map((run) => run[key] as number));
+    return {
+      steady_rows_per_s: Math.round(m('steady_rows_per_s')),
+      whole_rows_per_s: Math.round(m('whole_rows_per_s')),
+      client_cpu_s: round(m('client_cpu_s'), 2),
+      cpu_us_per_row: round(m('cpu_us_per_row'), 1),
+      machine_cpu_s: round(m('machine_cpu_s'), 2),
+      startup_s: round(m('startup_s'), 2),
+      peak_rss_mb: round(m('peak_rss_mb'), 1),
+    };
+  };
+  const ratio = (key: keyof DrainFigures) => {
+    const ours = of('ours');
+    const theirs = of('debezium');
+    const each = ours.map((run, i) => (run[key] as number) / ((theirs[i] as DrainFigures)[key] as number));
+    return { median: round(median(each)), pairs: each.map((value) => round(value)) };
+  };
+  return {
+    debezium: medians('debezium'),
+    ours: medians('ours'),
+    ratios: {
+      steady: ratio('steady_rows_per_s'),
+      whole: ratio('whole_rows_per_s'),
+      client_cpu: ratio('client_cpu_s'),
+      machine_cpu: ratio('machine_cpu_s'),
+    },
+    ts_ok: drains.every((pair) => pair.every((drain) => drain.ts_ok)),
+    drains,
+  };
+}
+
+async function main(): Promise<void> {
+  const server = new URL(serverUrl());
+  const cacheDir = path.resolve(process.env.PEER_BENCH_CACHE_DIR ?? path.join(ROOT, '.cache', 'peer-bench'));
+  await mkdir(cacheDir, { recursive: true });
+  const jars = await resolvePeerJars(cacheDir, VERSIONS, log);
+  if (!flags['skip-build']) {
+    log('building the host (npm run build)');
+    await runNpm(['run', '-s', 'build']);
+  }
+  const broker = await startBroker({ ephemeral: true, log });
+  const cleanups: Array<() => Promise<void>> = [() => broker.stop()];
+  const results: Record<string, unknown> = {};
+  try {
+    await ensureTopics(
+      broker.brokers,
+      Object.values(TOPICS).map((topic) => ({ topic, partitions: 3 })),
+      { logger: { info: () => undefined, warn: (message: string) => log(message) } },
+    );
+    for (const [peer, format] of [['debezium', 'connect'], ['ours', 'raw']] as const) {
+      const produced = await produceReviews(broker.brokers, TOPICS[peer], format, RECORDS, SEED);
+      log(`produced ${produced.records} ${format} reviews (${(produced.bytes / 1e6).toFixed(1)} MB) to ${produced.topic} in ${produced.seconds.toFixed(1)} s`);
+    }
+    cleanups.push(() => dropDatabase(server, PEER_DATABASE), () => dropDatabase(server, OURS_DATABASE));
+
+    for (const scenario of SCENARIOS) {
+      let address = { host: server.hostname, port: Number(server.port || 5432) };
+      let proxy: Awaited<ReturnType<typeof startProxy>> | undefined;
+      let rtt: { direct_ms: number; proxied_ms: number; added_ms: number } | undefined;
+      if (scenario === 'remote') {
+        proxy = await startProxy(server);
+        cleanups.push(proxy.stop);
+        address = { host: '127.0.0.1', port: proxy.port };
+        const direct = await roundTripMs(server, Number(server.port || 5432));
+        const proxied = await roundTripMs(server, proxy.port);
+        rtt = { direct_ms: round(direct), proxied_ms: round(proxied), added_ms: round(proxied - direct) };
+        log(`remote: the proxy adds ${rtt.added_ms} ms to a round trip (SELECT 1 median: ${rtt.direct_ms} ms direct, ${rtt.proxied_ms} ms through it)`);
+      }
+      const setup: DrainSetup = { root: ROOT, brokers: broker.brokers, server, databaseAddress: address, records: RECORDS, seed: SEED, timeoutS: 900, log };
+      const drains: DrainFigures[][] = [];
+      const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
+      for (let pair = 1; pair <= PAIRS; pair += 1) {
+        const order: Peer[] = pair % 2 === 1 ? ['debezium', 'ours'] : ['ours', 'debezium'];
+        const figures: DrainFigures[] = [];
+        for (const peer of order) {
+          const drain =
+            peer === 'debezium'
+              ? await drainDebezium(setup, { jars, topic: TOPICS.debezium, database: PEER_DATABASE, mode: MODE, javaOptions: ['-Xmx1g'] })
+              : await drainOurs(setup, {
+                  topic: TOPICS.ours,
+                  database: OURS_DATABASE,
+                  env: HOST_ENV,
+                  nodeOptions: flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : [],
+                });
+          log(
+            `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
+              `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s, peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s`,
+          );
+          figures.push(drain);
+        }
+        drains.push(figures);
+      }
+      const summary = summarise(drains);
+      results[scenario] = { ...(rtt ? { proxy_round_trip: rtt, proxy_cpu_s: round((await (proxy as NonNullable<typeof proxy>).cpuSeconds()) - proxyCpuBefore, 2) } : {}), ...summary };
+      const { ratios } = summary;
+      console.log(
+        `${scenario}: steady ours ${summary.ours.steady_rows_per_s} vs Debezium ${summary.debezium.steady_rows_per_s} rows/s, ratio ${ratios.steady.median} (pairs ${ratios.steady.pairs.join(', ')}; goal >= 2); ` +
+          `whole ratio ${ratios.whole.median}; client CPU ${summary.ours.client_cpu_s} vs ${summary.debezium.client_cpu_s} s, ratio ${ratios.client_cpu.median} (goal <= 0.25); ` +
+          `ours ${summary.ours.cpu_us_per_row} us/row (goal <= 25), peak RSS ${summary.ours.peak_rss_mb} MB (goal <= 256)`,
+      );
+      if (proxy) await proxy.stop();
+    }
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((error: unknown) => log(`cleanup failed: ${String(error)}`));
+  }
+  console.log(
+    JSON.stringify({
+      records: RECORDS,
+      pairs: PAIRS,
+      partitions: 3,
+      batch_size: 500,
+      peer: { name: 'debezium-jdbc-sink', version: VERSIONS.debezium, kafka_connect: VERSIONS.kafkaConnect, mode: MODE, tasks: 3 },
+      host_env: HOST_ENV,
+      ...results,
+    }),
+  );
+}
+
+await main();
