@@ -22,7 +22,7 @@
  * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
  * host), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
- * --skip-build. Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * --skip-build, --only ours|debezium (drains one peer only, e.g. to profile; no ratios). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
  * KAFKA_CACHE_DIR, PEER_BENCH_CACHE_DIR (.cache/peer-bench).
  */
 import { spawn } from 'node:child_process';
@@ -50,6 +50,7 @@ const { values: flags } = parseArgs({
     'host-env': { type: 'string', multiple: true, default: [] },
     'host-cpu-prof': { type: 'string' },
     'skip-build': { type: 'boolean', default: false },
+    only: { type: 'string' },
   },
 });
 const RECORDS = Number(flags.records);
@@ -61,6 +62,7 @@ if (!Number.isSafeInteger(RECORDS) || RECORDS < 1) throw new Error('--records mu
 if (!Number.isSafeInteger(PAIRS) || PAIRS < 1) throw new Error('--pairs must be a positive integer');
 if (!(DELAY_MS >= 0)) throw new Error('--delay-ms must be a number >= 0');
 if (!['unnest', 'batch', 'rewrite'].includes(MODE)) throw new Error('--mode must be unnest, batch or rewrite');
+if (flags.only !== undefined && flags.only !== 'ours' && flags.only !== 'debezium') throw new Error('--only must be ours or debezium');
 for (const scenario of SCENARIOS) if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
 const HOST_ENV = Object.fromEntries(
   flags['host-env'].map((pair) => {
@@ -209,7 +211,7 @@ async function main(): Promise<void> {
       const drains: DrainFigures[][] = [];
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
       for (let pair = 1; pair <= PAIRS; pair += 1) {
-        const order: Peer[] = pair % 2 === 1 ? ['debezium', 'ours'] : ['ours', 'debezium'];
+        const order = (pair % 2 === 1 ? (['debezium', 'ours'] as const) : (['ours', 'debezium'] as const)).filter((peer) => flags.only === undefined || peer === flags.only);
         const figures: DrainFigures[] = [];
         for (const peer of order) {
           const drain =
@@ -228,6 +230,11 @@ async function main(): Promise<void> {
           figures.push(drain);
         }
         drains.push(figures);
+      }
+      if (flags.only !== undefined) {
+        results[scenario] = { drains };
+        if (proxy) await proxy.stop();
+        continue;
       }
       const summary = summarise(drains);
       results[scenario] = { ...(rtt ? { proxy_round_trip: rtt, proxy_cpu_s: round((await (proxy as NonNullable<typeof proxy>).cpuSeconds()) - proxyCpuBefore, 2) } : {}), ...summary };
