@@ -148,6 +148,7 @@ function summarise(drains: readonly DrainFigures[][]) {
       machine_cpu_s: round(m('machine_cpu_s'), 2),
       startup_s: round(m('startup_s'), 2),
       peak_rss_mb: round(m('peak_rss_mb'), 1),
+      ...(peer === 'ours' ? { mean_event_records: round(m('mean_event_records'), 1) } : {}),
     };
   };
   const ratio = (key: keyof DrainFigures) => {
@@ -225,7 +226,8 @@ async function main(): Promise<void> {
                 });
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
-              `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s, peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s`,
+              `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s, peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s` +
+              (drain.invocations === undefined ? '' : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
           );
           figures.push(drain);
         }

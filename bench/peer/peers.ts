@@ -33,6 +33,9 @@ export interface DrainFigures {
   readonly peak_rss_mb: number;
   /** The first row's `reviewed_at` read back equals the produced instant. */
   readonly ts_ok: boolean;
+  /** Ours only: how many events the host invoked, and their mean size (the mapping's batch size is 500). */
+  readonly invocations?: number;
+  readonly mean_event_records?: number;
 }
 
 /** Where the peers find everything. */
@@ -365,7 +368,7 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
   const { openSync, closeSync } = await import('node:fs');
   const out = openSync(logFile, 'w');
   try {
-    return await drain(
+    const figures = await drain(
       setup,
       'ours',
       options.database,
@@ -390,6 +393,15 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
       async () => undefined,
       30_000,
     );
+    // The host's own per-batch log lines: how big the events it invoked were.
+    const sizes: number[] = [];
+    for (const line of (await readFile(logFile, 'utf8')).split('\n')) {
+      if (!line.includes('"batch stored"')) continue;
+      const records = (JSON.parse(line) as { records?: unknown }).records;
+      if (typeof records === 'number') sizes.push(records);
+    }
+    const invoked = sizes.reduce((sum, size) => sum + size, 0);
+    return { ...figures, invocations: sizes.length, mean_event_records: sizes.length > 0 ? round(invoked / sizes.length, 1) : Number.NaN };
   } catch (error) {
     const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-20).join('\n');
     throw new Error(`${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`, { cause: error });
