@@ -22,7 +22,8 @@
  * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
  * host), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
- * --skip-build, --only ours|debezium (drains one peer only, e.g. to profile; no ratios). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build
+ * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
  * KAFKA_CACHE_DIR, PEER_BENCH_CACHE_DIR (.cache/peer-bench).
  */
 import { spawn } from 'node:child_process';
@@ -51,6 +52,7 @@ const { values: flags } = parseArgs({
     'host-cpu-prof': { type: 'string' },
     'skip-build': { type: 'boolean', default: false },
     only: { type: 'string' },
+    'host-entry': { type: 'string', default: 'dist/host/main.js' },
   },
 });
 const RECORDS = Number(flags.records);
@@ -222,6 +224,7 @@ async function main(): Promise<void> {
                   topic: TOPICS.ours,
                   database: OURS_DATABASE,
                   env: HOST_ENV,
+                  entry: path.resolve(flags['host-entry']),
                   nodeOptions: flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : [],
                 });
           log(

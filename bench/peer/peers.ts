@@ -338,6 +338,8 @@ export interface OursOptions {
   readonly env: Readonly<Record<string, string>>;
   /** Extra node options, e.g. --cpu-prof. */
   readonly nodeOptions: readonly string[];
+  /** The host's entry point (the build's `dist/host/main.js`). */
+  readonly entry: string;
 }
 
 /**
@@ -374,7 +376,7 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
       options.database,
       'reviews',
       () =>
-        spawn(join(setup.root, 'node_modules', '.bin', 'node'), ['--max-semi-space-size=4', ...options.nodeOptions, 'dist/host/main.js'], {
+        spawn(join(setup.root, 'node_modules', '.bin', 'node'), ['--max-semi-space-size=4', ...options.nodeOptions, options.entry], {
           cwd: setup.root,
           stdio: ['ignore', out, out],
           env: {
