@@ -1,4 +1,4 @@
-import { logLevel } from 'kafkajs';
+import { AssignerProtocol, logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
 import { createKafka } from '../host/kafka-connection.js';
 import type { KafkaSettings } from '../host/settings.js';
@@ -49,6 +49,19 @@ export interface GroupMember {
   readonly memberId: string;
   readonly clientId: string;
   readonly clientHost: string;
+  /** The partitions of the pipeline's topic assigned to the member (empty while the group rebalances). */
+  readonly partitions: readonly number[];
+}
+
+/** The partitions of `topic` in a member's assignment; none when it cannot be decoded (a rebalance, another protocol). */
+function assignedPartitions(assignment: Buffer | undefined, topic: string): number[] {
+  if (assignment === undefined || assignment.length === 0) return [];
+  try {
+    const decoded = AssignerProtocol.MemberAssignment.decode(assignment);
+    return [...(decoded?.assignment[topic] ?? [])].sort((a, b) => a - b);
+  } catch {
+    return [];
+  }
 }
 
 /** One partition of a group's topic: where the group is and where the topic ends. */
@@ -77,12 +90,17 @@ export interface GroupPosition {
 }
 
 /** The group's members and state, as the coordinator describes them. */
-async function describeGroup(admin: Admin, group: string): Promise<{ state: string; members: GroupMember[] }> {
+async function describeGroup(admin: Admin, group: string, topic: string): Promise<{ state: string; members: GroupMember[] }> {
   const { groups } = await admin.describeGroups([group]);
   const described = groups[0];
   return {
     state: described?.state ?? 'Unknown',
-    members: (described?.members ?? []).map(({ memberId, clientId, clientHost }) => ({ memberId, clientId, clientHost })),
+    members: (described?.members ?? []).map(({ memberId, clientId, clientHost, memberAssignment }) => ({
+      memberId,
+      clientId,
+      clientHost,
+      partitions: assignedPartitions(memberAssignment, topic),
+    })),
   };
 }
 
@@ -100,7 +118,7 @@ async function committedOffsets(admin: Admin, group: string, topic: string): Pro
 /** Where one pipeline's group stands on its topic, partition by partition, and its members. */
 export async function groupPosition(admin: Admin, pipeline: PipelineSettings): Promise<GroupPosition> {
   const [description, ends, committed] = await Promise.all([
-    describeGroup(admin, pipeline.group),
+    describeGroup(admin, pipeline.group, pipeline.topic),
     admin.fetchTopicOffsets(pipeline.topic),
     committedOffsets(admin, pipeline.group, pipeline.topic),
   ]);

@@ -6,12 +6,14 @@ import { dlq } from './commands/dlq.js';
 import { healthcheck } from './commands/healthcheck.js';
 import { lag } from './commands/lag.js';
 import { migrate } from './commands/migrate.js';
+import { pause, resume } from './commands/pause.js';
 import { replay } from './commands/replay.js';
 import { run } from './commands/run.js';
+import { status } from './commands/status.js';
 import { verify } from './commands/verify.js';
 
 /** Every command, in the order `--help` lists them. */
-export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, lag, replay, dlq];
+export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, status, lag, pause, resume, replay, dlq];
 
 /** The top-level `--help`. */
 const USAGE = `Usage: storage-consumer <command> [options]

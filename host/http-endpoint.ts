@@ -2,16 +2,22 @@ import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
+import { handlePipelinesRequest } from './pipelines-api.js';
+import type { PipelinesTarget } from './pipelines-api.js';
 import type { HostState, Readiness } from './supervisor.js';
 import type { HttpSettings } from './settings.js';
 
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */
 export const HTTP_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 
+const PIPELINES_PREFIX = '/pipelines';
+
 /** What the endpoint asks the host; `undefined` while the host is not created yet. */
 export interface EndpointTarget {
   state(): HostState;
   readiness(): Promise<Readiness>;
+  /** The pipeline status and control API (`/pipelines/...`). */
+  readonly pipelinesApi?: PipelinesTarget;
 }
 
 /** A listening endpoint. */
@@ -46,6 +52,18 @@ export async function startHttpEndpoint(
 ): Promise<HttpEndpoint> {
   const server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
+    const fail = (error: unknown) => {
+      if (!response.headersSent) send(response, 500, { error: String(error) });
+      else response.destroy();
+    };
+    if (path?.startsWith(PIPELINES_PREFIX)) {
+      handlePipelinesRequest(request, response, target()?.pipelinesApi, settings.controlToken)
+        .then((handled) => {
+          if (!handled) send(response, 404, { error: 'not found', paths: Object.values(HTTP_PATHS) });
+        })
+        .catch(fail);
+      return;
+    }
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       send(response, 405, { error: 'method not allowed' });
       return;
@@ -72,10 +90,7 @@ export async function startHttpEndpoint(
           send(response, 404, { error: 'not found', paths: Object.values(HTTP_PATHS) });
       }
     };
-    handle().catch((error: unknown) => {
-      if (!response.headersSent) send(response, 500, { error: String(error) });
-      else response.destroy();
-    });
+    handle().catch(fail);
   });
   // A probe must never hold the stop: idle keep-alive connections are not waited for.
   server.keepAliveTimeout = 5_000;

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
 import type { CoreLogger } from '../shared/logger.js';
+import type { PipelinePause } from '../shared/pipeline-pauses.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
@@ -56,7 +57,15 @@ export interface PipelineConsumer {
   /** Stops polling, lets the in-flight batch finish and commit, leaves the group, disconnects. */
   stop(): Promise<void>;
   /** Whether the consumer holds its place in the group now, and whether the pipeline failed. */
-  status(): { readonly joined: boolean; readonly failed: boolean };
+  status(): { readonly joined: boolean; readonly failed: boolean; readonly paused: boolean };
+  /** This consumer's member id in its group since it last joined (`undefined` before). */
+  memberId(): string | undefined;
+  /**
+   * Pauses (a pause row) or resumes (`undefined`) the pipeline in this process: a pause lets the
+   * batch in flight finish and commit, then fetches nothing of any assigned partition; the
+   * consumer stays in its group (kafkajs keeps heartbeating), so nothing rebalances.
+   */
+  setPaused(pause: PipelinePause | undefined): void;
 }
 
 /** What a pipeline consumer is built from. */
@@ -90,6 +99,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   let commitFailuresInRow = 0;
   let failure: PipelineFailedError | undefined;
   let stopping = false;
+  /** The pause this process obeys (from `pipeline_pauses`); `undefined` = running. */
+  let pause: PipelinePause | undefined;
 
   const consumer: Consumer = options.kafka.consumer({
     groupId: pipeline.group,
@@ -129,20 +140,34 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     options.onFailure(failure);
   };
 
+  /** Stops fetching every partition of the topic, including ones assigned later. */
+  const pauseFetching = () => {
+    try {
+      consumer.pause([{ topic: pipeline.topic }]);
+    } catch {
+      // Not running yet (`run` creates kafkajs' group state): GROUP_JOIN pauses it.
+    }
+  };
+
   const alive = () => heartbeat.beat();
   for (const event of [consumer.events.FETCH_START, consumer.events.FETCH, consumer.events.HEARTBEAT, consumer.events.END_BATCH_PROCESS]) {
     consumer.on(event, alive);
   }
   // Whether the consumer holds an assignment: only then can a batch be in flight.
   let inGroup = false;
+  let memberId: string | undefined;
   consumer.on(consumer.events.REBALANCING, () => {
     inGroup = false;
     metrics?.up(false);
   });
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
     inGroup = true;
+    memberId = payload.memberId;
     metrics?.up(failure === undefined && !stopping);
     alive();
+    // kafkajs emits this inside the join, before the first fetch of the new assignment; a
+    // consumer it restarted after a crash is a new one whose pause state is empty: pause again.
+    if (pause) pauseFetching();
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
   consumer.on(consumer.events.CRASH, ({ payload }) => {
@@ -204,7 +229,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   /** Waits before a redelivery, heartbeating; cut short by a stop, a failure or a rebalance. */
   const backOff = async (payload: EachBatchPayload, delayMs: number) => {
     const until = Date.now() + delayMs;
-    while (Date.now() < until && payload.isRunning() && failure === undefined) {
+    while (Date.now() < until && payload.isRunning() && failure === undefined && pause === undefined) {
       await sleep(Math.min(WAIT_SLICE_MS, until - Date.now()));
       if (!(await heartbeatGroup(payload))) return;
     }
@@ -217,8 +242,10 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source },
     );
     for (const hostEvent of events) {
-      // After a stop request or a seek the rest of the batch is not ours to invoke.
-      if (failure || !payload.isRunning() || payload.isStale()) return;
+      // After a stop request or a seek the rest of the batch is not ours to invoke. After a
+      // pause it waits: its offsets are not resolved, so the first fetch after the resume
+      // starts with it.
+      if (failure || pause || !payload.isRunning() || payload.isStale()) return;
       const [first] = hostEvent.partitions;
       if (hostEvent.oversized) {
         logger.warn('one record exceeds STORAGE_MAX_EVENT_BYTES on its own; it is sent alone', {
@@ -299,7 +326,34 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         },
       });
     },
-    status: () => ({ joined: inGroup, failed: failure !== undefined }),
+    status: () => ({ joined: inGroup, failed: failure !== undefined, paused: pause !== undefined }),
+    memberId: () => memberId,
+    setPaused(next) {
+      if ((next === undefined) === (pause === undefined)) {
+        pause = next;
+        return;
+      }
+      pause = next;
+      if (next) {
+        pauseFetching();
+        logger.info('pipeline paused: the batch in flight finishes and commits, then nothing is fetched', {
+          pipeline: pipeline.name,
+          by: next.by,
+          at: next.at.toISOString(),
+          reason: next.reason,
+        });
+        return;
+      }
+      // A failed pipeline stays paused: it is going down.
+      if (failure === undefined) {
+        try {
+          consumer.resume([{ topic: pipeline.topic }]);
+        } catch {
+          // Not running yet: nothing was paused.
+        }
+      }
+      logger.info('pipeline resumed', { pipeline: pipeline.name });
+    },
     async stop() {
       stopping = true;
       metrics?.up(false);

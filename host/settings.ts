@@ -74,16 +74,43 @@ export interface HttpSettings {
   readonly port: number;
   /** `STORAGE_HTTP_HOST`: the address to bind, default all interfaces (probes and scrapers come from outside). */
   readonly host: string;
+  /**
+   * `STORAGE_HTTP_CONTROL_TOKEN`: the bearer token `PUT /pipelines/{pipeline}/pause|resume`
+   * require; `undefined` = control disabled (403).
+   */
+  readonly controlToken: string | undefined;
 }
+
+/** A control token shorter than this is refused at start: it could be guessed. */
+export const MIN_CONTROL_TOKEN_LENGTH = 16;
 
 /** The HTTP endpoint's default port (prom-client's customary exporter port). */
 const DEFAULT_HTTP_PORT = 9464;
+
+/**
+ * `STORAGE_HTTP_CONTROL_TOKEN`, checked without ever echoing it: a refused value is a secret
+ * all the same, and the error lands in logs.
+ */
+function readControlToken(env: Environment): string | undefined {
+  const raw = env.STORAGE_HTTP_CONTROL_TOKEN;
+  if (raw === undefined || raw === '') return undefined;
+  if (raw.length < MIN_CONTROL_TOKEN_LENGTH) {
+    throw new ConfigurationError(
+      `STORAGE_HTTP_CONTROL_TOKEN is too short (${raw.length} characters): it must have at least ${MIN_CONTROL_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`,
+    );
+  }
+  if (!/^[\x21-\x7e]+$/.test(raw)) {
+    throw new ConfigurationError('STORAGE_HTTP_CONTROL_TOKEN must be printable ASCII without spaces (it travels in an Authorization header)');
+  }
+  return raw;
+}
 
 /** Reads the HTTP endpoint's settings alone (the health check needs them without Kafka settings). */
 export function loadHttpSettings(env: Environment = process.env): HttpSettings {
   return {
     port: readVariable(env, 'STORAGE_HTTP_PORT', integerVariable(0, 65_535), DEFAULT_HTTP_PORT),
     host: readVariable(env, 'STORAGE_HTTP_HOST', z.string().trim().min(1), '0.0.0.0'),
+    controlToken: readControlToken(env),
   };
 }
 
@@ -106,6 +133,8 @@ export interface HostSettings {
   /** Apply the SQL migrations before consuming (`STORAGE_MIGRATE_ON_START`). */
   readonly migrateOnStart: boolean;
   readonly http: HttpSettings;
+  /** How often the host reads `pipeline_pauses` (`STORAGE_PAUSE_POLL_INTERVAL_MS`, at most 5 s). */
+  readonly pausePollIntervalMs: number;
   /** The shared settings the handlers run with (pipelines, database, retry ...). */
   readonly storage: Settings;
 }
@@ -272,6 +301,7 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
     invoke,
     migrateOnStart: readVariable(env, 'STORAGE_MIGRATE_ON_START', booleanVariable, false),
     http: loadHttpSettings(env),
+    pausePollIntervalMs: readVariable(env, 'STORAGE_PAUSE_POLL_INTERVAL_MS', positiveMs(100, 5_000), 2_000),
     storage,
   };
   return deepFreeze(settings);

@@ -1,7 +1,9 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { logLevel } from 'kafkajs';
 import type { Admin, Kafka, LogEntry } from 'kafkajs';
+import { hostname } from 'node:os';
 import { groupPosition } from '../cli/kafka.js';
+import type { GroupPosition } from '../cli/kafka.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
@@ -11,8 +13,12 @@ import type { KafkaClientOptions } from './kafka-connection.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import type { HostMetrics, PartitionLag, PipelineMetrics } from './metrics.js';
+import { createPauseControl } from './pause-control.js';
+import type { PauseControl } from './pause-control.js';
 import type { PipelineConsumer } from './pipeline-consumer.js';
 import { createPipelineConsumer } from './pipeline-consumer.js';
+import { buildPipelineStatus } from './pipeline-status.js';
+import type { PipelinesTarget } from './pipelines-api.js';
 import type { HostSettings } from './settings.js';
 
 /** The host's life cycle (docs/design.md section 9). */
@@ -50,6 +56,9 @@ export interface Readiness {
   readonly missing: readonly string[];
 }
 
+/** The status endpoint waits this long for the broker's view of a group, then answers without it. */
+const STATUS_KAFKA_TIMEOUT_MS = 5_000;
+
 /** A readiness database check never waits longer than this. */
 const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
@@ -67,6 +76,8 @@ export interface HostHandle {
   readiness(): Promise<Readiness>;
   /** Each pipeline's lag per partition, read from the broker (committed offset to end). */
   lag(): Promise<PartitionLag[]>;
+  /** The pipeline status and control API (`/pipelines/...`). */
+  readonly pipelinesApi: PipelinesTarget;
 }
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
@@ -124,6 +135,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   const invokers: Invoker[] = [];
   const consumers: PipelineConsumer[] = [];
+  let pauseControl: PauseControl | undefined;
   let kafka: Kafka | undefined;
   let lagAdmin: Promise<Admin> | undefined;
   /** Set once the host lets go of its lag admin: a scrape after that must not connect a new one. */
@@ -158,6 +170,14 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
             }),
           );
         }
+        // The pause state is read before any consumer joins: a paused pipeline stays paused across restarts.
+        pauseControl = createPauseControl({
+          settings,
+          logger,
+          apply: (name, pause) => consumers[pipelines.indexOf(name)]?.setPaused(pause),
+        });
+        await pauseControl.refresh();
+        pauseControl.start();
         // A first batch should not pay connection set-up (network-metrics: a user is waiting).
         // A database that is down now is the batches' business: they retry and redeliver.
         await Promise.all(
@@ -197,6 +217,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     } else {
       await Promise.allSettled(invokers.map((invoker) => invoker.close()));
     }
+    await pauseControl?.close();
     lagClosed = true;
     const admin = lagAdmin;
     lagAdmin = undefined;
@@ -249,18 +270,23 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     return { ready: missing.length === 0, state, pipelines, missing };
   };
 
-  const lag = async (): Promise<PartitionLag[]> => {
-    if (kafka === undefined || lagClosed) return [];
+  const connectedAdmin = async (): Promise<Admin> => {
+    if (kafka === undefined || lagClosed) throw new Error(`the host is ${state}`);
     const client = kafka;
     lagAdmin ??= (async () => {
       const admin = client.admin();
       await admin.connect();
       return admin;
     })();
-    const admin = await lagAdmin.catch((error: unknown) => {
+    return lagAdmin.catch((error: unknown) => {
       lagAdmin = undefined;
       throw error;
     });
+  };
+
+  const lag = async (): Promise<PartitionLag[]> => {
+    if (kafka === undefined || lagClosed) return [];
+    const admin = await connectedAdmin();
     const positions = await Promise.all(settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])));
     return positions.flatMap((position, index) =>
       position.partitions.map(({ partition, lag: value }) => ({
@@ -271,8 +297,52 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     );
   };
 
+  const hostId = `${hostname()}:${process.pid}`;
+  const consumerOf = (name: PipelineName) => consumers[settings.storage.selectedPipelines.indexOf(name)];
+  const pipelineState = (name: PipelineName): string => {
+    const status = consumerOf(name)?.status();
+    if (status === undefined) return 'STARTING';
+    if (status.failed) return 'FAILED';
+    if (status.paused) return 'PAUSED';
+    return status.joined ? 'RUNNING' : 'STARTING';
+  };
+  const groupView = async (name: PipelineName): Promise<GroupPosition | { error: string }> => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`the broker did not answer within ${STATUS_KAFKA_TIMEOUT_MS} ms`)), STATUS_KAFKA_TIMEOUT_MS);
+      });
+      return await Promise.race([connectedAdmin().then((admin) => groupPosition(admin, settings.storage.pipelines[name])), timeout]);
+    } catch (error) {
+      return { error: error instanceof Error ? error.message : String(error) };
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const pipelinesApi: PipelinesTarget = {
+    pipelines: settings.storage.selectedPipelines,
+    summaries: () => settings.storage.selectedPipelines.map((name) => ({ pipeline: name, state: pipelineState(name), paused: pauseControl?.pauseOf(name) !== undefined })),
+    async status(name) {
+      const { topic, group } = settings.storage.pipelines[name];
+      return buildPipelineStatus({
+        progress: { pipeline: name, topic, group, assignment: undefined, inFlight: [], partitions: [], lastError: undefined },
+        state: pipelineState(name),
+        hostId,
+        memberId: consumerOf(name)?.memberId(),
+        pause: pauseControl?.pauseOf(name),
+        pauseRead: pauseControl?.readState() ?? { readAt: undefined, error: 'not read yet' },
+        group: await groupView(name),
+      });
+    },
+    async control(name, paused, by, reason) {
+      if (pauseControl === undefined) throw new Error(`the host is ${state}`);
+      return pauseControl.change({ pipeline: name, paused, by, reason, via: 'http', details: { host: hostId } });
+    },
+  };
+
   return {
     state: () => state,
+    pipelinesApi,
     readiness,
     lag,
     running,

@@ -1,0 +1,148 @@
+import type { PipelineStatusDocument } from '../../host/pipeline-status.js';
+import type { PipelineName } from '../../shared/pipeline-names.js';
+import { readPipelinePauses } from '../../shared/pipeline-pauses.js';
+import type { PipelinePause } from '../../shared/pipeline-pauses.js';
+import type { CliIo, Command } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { withDatabase } from '../context.js';
+import type { GroupPosition } from '../kafka.js';
+import { groupPosition, positionJson, withKafkaAdmin } from '../kafka.js';
+import { renderJson, renderTable } from '../output.js';
+import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+
+/** A host's status endpoint gets this long to answer. */
+const HOST_TIMEOUT_MS = 5_000;
+
+/** One pipeline as `status` reports it. */
+interface PipelineView {
+  readonly position: GroupPosition;
+  readonly pause: PipelinePause | undefined;
+  /** The host's own view (`--host`), or why it could not be had. */
+  readonly host: PipelineStatusDocument | { readonly error: string } | undefined;
+}
+
+async function hostStatus(base: string, pipeline: PipelineName): Promise<PipelineStatusDocument | { error: string }> {
+  const url = `${base.replace(/\/+$/, '')}/pipelines/${encodeURIComponent(pipeline)}/status`;
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(HOST_TIMEOUT_MS) });
+    const body = (await response.json()) as PipelineStatusDocument & { error?: string };
+    if (!response.ok) return { error: `${url} answered ${response.status}: ${body.error ?? 'no reason given'}` };
+    return body;
+  } catch (error) {
+    return { error: `${url}: ${(error as Error).message}` };
+  }
+}
+
+const memberName = (clientId: string, clientHost: string) => `${clientId}@${clientHost}`;
+
+function pauseLine(pause: PipelinePause | undefined, pauseError: string | undefined): string {
+  if (pauseError !== undefined) return `pause state unknown: ${pauseError}`;
+  if (pause === undefined) return 'not paused';
+  if (!pause.paused) return `not paused (resumed by ${pause.by} at ${pause.at.toISOString()})`;
+  return `PAUSED by ${pause.by} at ${pause.at.toISOString()}${pause.reason ? `: ${pause.reason}` : ''}`;
+}
+
+function hostLines(host: PipelineView['host']): string {
+  if (host === undefined) return '';
+  if ('error' in host) return `  host: ${host.error}\n`;
+  const lines = [`  host ${host.host_id}: ${host.state}, member ${host.member_id ?? '-'}`];
+  for (const partition of host.partitions) {
+    const batch = partition.in_flight;
+    if (batch === null) continue;
+    const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
+    lines.push(`    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, since ${batch.started_at}${error}`);
+  }
+  if (!host.partitions.some((partition) => partition.in_flight !== null)) lines.push('    in flight: none');
+  lines.push(`    last error: ${host.last_error ? `${host.last_error.at} ${host.last_error.message}` : 'none'}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function renderView(view: PipelineView, pauseError: string | undefined): string {
+  const { position } = view;
+  const owner = new Map<number, string>();
+  for (const member of position.members) for (const partition of member.partitions) owner.set(partition, member.memberId);
+  const members =
+    position.members.length === 0
+      ? '  members: none\n'
+      : `  members:\n${position.members
+          .map((member) => `    ${member.memberId} (${memberName(member.clientId, member.clientHost)}): partitions ${member.partitions.length === 0 ? 'none' : member.partitions.join(', ')}`)
+          .join('\n')}\n`;
+  const table = renderTable(
+    [
+      { header: 'PARTITION', value: (row) => row.partition, align: 'right' },
+      { header: 'OWNER', value: (row) => owner.get(row.partition) ?? 'none' },
+      { header: 'COMMITTED', value: (row) => row.committed ?? 'none', align: 'right' },
+      { header: 'END', value: (row) => row.end, align: 'right' },
+      { header: 'LAG', value: (row) => row.lag, align: 'right' },
+    ],
+    position.partitions,
+  );
+  return (
+    `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s), lag ${position.lag}\n` +
+    `  ${pauseLine(view.pause, pauseError)}\n${members}${hostLines(view.host)}${table
+      .split('\n')
+      .map((line) => (line === '' ? line : `  ${line}`))
+      .join('\n')}`
+  );
+}
+
+function viewJson(view: PipelineView, pauseError: string | undefined) {
+  const position = positionJson(view.position);
+  return {
+    ...position,
+    members: view.position.members.map((member) => ({ ...member, partitions: [...member.partitions] })),
+    pause:
+      pauseError !== undefined
+        ? { error: pauseError }
+        : { paused: view.pause?.paused ?? false, by: view.pause?.by ?? null, at: view.pause?.at.toISOString() ?? null, reason: view.pause?.reason ?? null },
+    ...(view.host === undefined ? {} : { host: view.host }),
+  };
+}
+
+/** `status`: the cluster view of every pipeline, from Kafka and PostgreSQL, and one host's live view. */
+export const status: Command = {
+  name: 'status',
+  summary: 'per pipeline: group, members and their partitions, offsets, lag, pause state',
+  help: `Usage: storage-consumer status [--pipeline P] [--host URL] [--json]
+
+The cluster view of each pipeline (those of STORAGE_PIPELINES, or just P), from Kafka and
+PostgreSQL: the group's state, its members with their partitions, per partition the owner, the
+committed offset, the end offset and the lag, and whether the pipeline is paused (who, when,
+why; from pipeline_pauses). It needs no host.
+
+  --host URL    also that host's live view from its HTTP endpoint (e.g. http://host-1:9464):
+                its state, the batches it has in flight and its last error
+  --pipeline P  only that pipeline
+  --json        the same as JSON (offsets as strings)
+
+Exit code 1 when the pause state or the host could not be read (the rest is printed).
+`,
+  async run(args: readonly string[], io: CliIo): Promise<number> {
+    const parsed = parseCommandArgs(status, args, io, { ...JSON_OPTION, pipeline: { type: 'string' }, host: { type: 'string' } });
+    if (!parsed) return EXIT.ok;
+    const named = parsePipeline(parsed.values.pipeline);
+    const host = parsed.values.host;
+    if (host !== undefined && !/^https?:\/\/\S+$/.test(host)) throw new UsageError(`--host must be an http(s) URL such as http://127.0.0.1:9464, got ${JSON.stringify(host)}`);
+    const positions = await withKafkaAdmin(io, ({ admin, settings }) =>
+      Promise.all(pipelinesFor(settings, named).map((name) => groupPosition(admin, settings.pipelines[name]))),
+    );
+    let pauses = new Map<PipelineName, PipelinePause>();
+    let pauseError: string | undefined;
+    try {
+      pauses = await withDatabase(io, ({ pool }) => readPipelinePauses(pool));
+    } catch (error) {
+      pauseError = (error as Error).message;
+    }
+    const views: PipelineView[] = await Promise.all(
+      positions.map(async (position) => ({
+        position,
+        pause: pauses.get(position.pipeline as PipelineName),
+        host: host === undefined ? undefined : await hostStatus(host, position.pipeline as PipelineName),
+      })),
+    );
+    if (parsed.values.json === true) io.stdout(renderJson({ pipelines: views.map((view) => viewJson(view, pauseError)) }));
+    else io.stdout(views.map((view) => renderView(view, pauseError)).join('\n'));
+    const hostFailed = views.some((view) => view.host !== undefined && 'error' in view.host);
+    return pauseError !== undefined || hostFailed ? EXIT.failed : EXIT.ok;
+  },
+};

@@ -1,0 +1,192 @@
+import type { GroupPosition } from '../cli/kafka.js';
+import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelinePause } from '../shared/pipeline-pauses.js';
+
+/**
+ * `GET /pipelines/{pipeline}/status`: one pipeline as this host sees it, in the spirit of Kafka
+ * Connect's `GET /connectors/{name}/status`. Built from the pipeline's progress record (the
+ * same record every other signal of the host reads), the pause row the host obeys, and the
+ * group as the broker describes it (owners, committed and end offsets). Offsets are strings.
+ * No secrets and no connection details: error texts pass through {@link redactConnectionDetails}.
+ */
+
+/** An error as the status shows it: message, stack (`trace`, as Connect calls it) and time. */
+export interface StatusError {
+  readonly message: string;
+  readonly trace: string | null;
+  readonly at: string;
+}
+
+/** The batch a partition is working on. */
+export interface InFlightStatus {
+  readonly first_offset: string;
+  readonly last_offset: string;
+  readonly started_at: string;
+  readonly attempt: number;
+  readonly last_error: StatusError | null;
+}
+
+/** Who owns a partition: a member of the group, and whether it is this host. */
+export interface OwnerStatus {
+  readonly member_id: string;
+  readonly client_id: string;
+  /** The member's address as the broker saw it. */
+  readonly host: string;
+  readonly this_host: boolean;
+}
+
+/** One partition of the pipeline's topic. */
+export interface PartitionStatus {
+  readonly partition: number;
+  readonly owner: OwnerStatus | null;
+  readonly committed: string | null;
+  readonly end: string | null;
+  readonly lag: number | null;
+  /** Only for a partition this host works on. */
+  readonly in_flight: InFlightStatus | null;
+  readonly last_stored_at: string | null;
+}
+
+/** The whole answer. */
+export interface PipelineStatusDocument {
+  readonly pipeline: PipelineName;
+  /** `RUNNING`, `PAUSED`, `STALLED`, `STARTING` ... (the progress record's verdict). */
+  readonly state: string;
+  readonly host_id: string;
+  /** This host's member id in the group; `null` while not in it. */
+  readonly member_id: string | null;
+  readonly topic: string;
+  readonly group: string;
+  readonly group_state: string | null;
+  readonly pause: { readonly by: string; readonly at: string; readonly reason: string | null } | null;
+  /** When this host last read `pipeline_pauses`, and why the last read failed (`null`: it did not). */
+  readonly pause_read_at: string | null;
+  readonly pause_read_error: string | null;
+  readonly partitions: readonly PartitionStatus[];
+  readonly last_error: StatusError | null;
+  /** Why the broker's view (owners, end offsets) is missing, if it is. */
+  readonly kafka_error: string | null;
+}
+
+/** An error as the progress record keeps it (host/progress.ts). */
+interface KeptError {
+  readonly message: string;
+  readonly stack: string | undefined;
+  readonly at: number;
+}
+
+/**
+ * What the status needs of the progress record: structurally a `ProgressSnapshot` of
+ * host/progress.ts, read, never kept apart.
+ */
+export interface ProgressFacts {
+  readonly pipeline: PipelineName;
+  readonly topic: string;
+  readonly group: string;
+  readonly assignment: readonly number[] | undefined;
+  readonly inFlight: ReadonlyArray<{
+    readonly partition: number;
+    readonly firstOffset: string;
+    readonly lastOffset: string;
+    readonly startedAt: number;
+    readonly attempt: number;
+    readonly lastError: KeptError | undefined;
+  }>;
+  readonly partitions: ReadonlyArray<{ readonly partition: number; readonly committed: string | undefined; readonly lastStoredAt: number | undefined }>;
+  readonly lastError: KeptError | undefined;
+}
+
+/** Everything one status answer is made of. */
+export interface StatusInputs {
+  readonly progress: ProgressFacts;
+  readonly state: string;
+  readonly hostId: string;
+  readonly memberId: string | undefined;
+  readonly pause: PipelinePause | undefined;
+  readonly pauseRead: { readonly readAt: Date | undefined; readonly error: string | undefined };
+  /** The group on the broker, or why it could not be read. */
+  readonly group: GroupPosition | { readonly error: string };
+}
+
+const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b/g;
+const IPV6_WITH_PORT = /\[[0-9a-fA-F:]+\](?::\d+)?/g;
+const URL_WITH_SCHEME = /\b(?:postgres(?:ql)?|kafka|https?):\/\/\S+/g;
+const RESOLVER = /\b(ENOTFOUND|EAI_AGAIN)\s+\S+/g;
+const DATABASE_USER = /\bfor user "[^"]*"/g;
+
+/**
+ * The text with addresses, URLs, host names a resolver failed on and database user names
+ * replaced: an error's message and stack may carry them, and the status answers anyone who can
+ * reach the port.
+ */
+export function redactConnectionDetails(text: string): string {
+  return text
+    .replace(URL_WITH_SCHEME, '<url>')
+    .replace(IPV6_WITH_PORT, '<address>')
+    .replace(IPV4, '<address>')
+    .replace(RESOLVER, '$1 <host>')
+    .replace(DATABASE_USER, 'for user <user>');
+}
+
+const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
+
+function statusError(error: KeptError | undefined): StatusError | null {
+  if (error === undefined) return null;
+  return { message: redactConnectionDetails(error.message), trace: error.stack === undefined ? null : redactConnectionDetails(error.stack), at: new Date(error.at).toISOString() };
+}
+
+/** Builds the status document from its inputs (pure). */
+export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocument {
+  const { progress, group } = inputs;
+  const position = 'error' in group ? undefined : group;
+  const owners = new Map<number, OwnerStatus>();
+  for (const member of position?.members ?? []) {
+    for (const partition of member.partitions) {
+      owners.set(partition, { member_id: member.memberId, client_id: member.clientId, host: member.clientHost, this_host: member.memberId === inputs.memberId });
+    }
+  }
+  const known = new Map(progress.partitions.map((entry) => [entry.partition, entry]));
+  const inFlight = new Map(progress.inFlight.map((batch) => [batch.partition, batch]));
+  const numbers = new Set<number>([...(position?.partitions.map((entry) => entry.partition) ?? []), ...known.keys(), ...(progress.assignment ?? [])]);
+  const partitions = [...numbers]
+    .sort((a, b) => a - b)
+    .map((partition): PartitionStatus => {
+      const broker = position?.partitions.find((entry) => entry.partition === partition);
+      const local = known.get(partition);
+      const batch = inFlight.get(partition);
+      // Without the broker's view, this host still knows the partitions it holds.
+      const owner = owners.get(partition) ?? null;
+      return {
+        partition,
+        owner,
+        committed: broker ? (broker.committed?.toString() ?? null) : (local?.committed ?? null),
+        end: broker ? broker.end.toString() : null,
+        lag: broker ? Number(broker.lag) : null,
+        in_flight: batch
+          ? {
+              first_offset: batch.firstOffset,
+              last_offset: batch.lastOffset,
+              started_at: new Date(batch.startedAt).toISOString(),
+              attempt: batch.attempt,
+              last_error: statusError(batch.lastError),
+            }
+          : null,
+        last_stored_at: iso(local?.lastStoredAt),
+      };
+    });
+  return {
+    pipeline: progress.pipeline,
+    state: inputs.state,
+    host_id: inputs.hostId,
+    member_id: inputs.memberId ?? null,
+    topic: progress.topic,
+    group: progress.group,
+    group_state: position?.state ?? null,
+    pause: inputs.pause ? { by: inputs.pause.by, at: inputs.pause.at.toISOString(), reason: inputs.pause.reason } : null,
+    pause_read_at: inputs.pauseRead.readAt?.toISOString() ?? null,
+    pause_read_error: inputs.pauseRead.error === undefined ? null : redactConnectionDetails(inputs.pauseRead.error),
+    partitions,
+    last_error: statusError(progress.lastError),
+    kafka_error: 'error' in group ? redactConnectionDetails(group.error) : null,
+  };
+}
