@@ -141,9 +141,22 @@ const MAPPING = {
  * events, because osls names an MSK mapping after the cluster, so no stable id could be extended.
  */
 export async function eventSourceMappings() {
+  const all = await pipelines();
   return {
+    // A pipeline is paused on AWS by disabling its mapping; with the UUID an output, the
+    // runbook's `aws lambda update-event-source-mapping --uuid ... --no-enabled` needs no lookup.
+    Outputs: Object.fromEntries(
+      all.map((pipeline) => [
+        `${pipeline.id}EventSourceMappingUuid`,
+        {
+          Condition: 'KafkaMappingsEnabled',
+          Description: `UUID of the ${pipeline.name} event source mapping (pause: aws lambda update-event-source-mapping --uuid <this> --no-enabled)`,
+          Value: { Ref: `${pipeline.id}EventSourceMapping` },
+        },
+      ]),
+    ),
     Resources: Object.fromEntries(
-      (await pipelines()).map((pipeline) => [
+      all.map((pipeline) => [
         `${pipeline.id}EventSourceMapping`,
         {
           Type: 'AWS::Lambda::EventSourceMapping',

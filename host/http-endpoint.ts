@@ -10,8 +10,6 @@ import type { HttpSettings } from './settings.js';
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */
 export const HTTP_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
 
-const PIPELINES_PREFIX = '/pipelines';
-
 /** What the endpoint asks the host; `undefined` while the host is not created yet. */
 export interface EndpointTarget {
   state(): HostState;
@@ -56,7 +54,7 @@ export async function startHttpEndpoint(
       if (!response.headersSent) send(response, 500, { error: String(error) });
       else response.destroy();
     };
-    if (path?.startsWith(PIPELINES_PREFIX)) {
+    if (path?.startsWith('/pipelines')) {
       handlePipelinesRequest(request, response, target()?.pipelinesApi, settings.controlToken)
         .then((handled) => {
           if (!handled) send(response, 404, { error: 'not found', paths: Object.values(HTTP_PATHS) });

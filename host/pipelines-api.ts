@@ -16,7 +16,7 @@ import type { PauseChangeResult } from '../shared/pipeline-pauses.js';
  */
 
 /** The path prefix of the API (an interface: operators and the CLI's `--host` call it). */
-export const PIPELINES_PATH = '/pipelines';
+const PIPELINES_PATH = '/pipelines';
 
 /** One pipeline in `GET /pipelines`. */
 export interface PipelineSummary {

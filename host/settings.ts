@@ -82,7 +82,7 @@ export interface HttpSettings {
 }
 
 /** A control token shorter than this is refused at start: it could be guessed. */
-export const MIN_CONTROL_TOKEN_LENGTH = 16;
+const MIN_CONTROL_TOKEN_LENGTH = 16;
 
 /** The HTTP endpoint's default port (prom-client's customary exporter port). */
 const DEFAULT_HTTP_PORT = 9464;

@@ -30,9 +30,15 @@ interface Resource {
   readonly DependsOn?: string | string[];
   readonly Properties: JsonObject;
 }
+interface Output {
+  readonly Condition?: string;
+  readonly Description?: string;
+  readonly Value: Json;
+}
 interface Template {
   readonly Conditions: Record<string, Json>;
   readonly Resources: Record<string, Resource>;
+  readonly Outputs?: Record<string, Output>;
 }
 
 /** A packaged stage: the template with its conditions applied, as CloudFormation would see it. */
@@ -44,6 +50,8 @@ interface Packaged {
   readonly conditions: Record<string, boolean>;
   /** The template as packaged, untouched (for the check against the CloudFormation specification). */
   readonly template: Template;
+  /** Stack outputs whose Condition holds. */
+  readonly outputs: Record<string, Output>;
   readonly zips: Record<string, { bytes: number; files: string[]; path: string }>;
 }
 
@@ -138,12 +146,15 @@ async function packageStage(stage: Stage, directory: string): Promise<Packaged> 
   const resources = Object.fromEntries(
     Object.entries(declared).filter(([, resource]) => resource.Condition === undefined || holds(resource.Condition)),
   );
+  const outputs = Object.fromEntries(
+    Object.entries(template.Outputs ?? {}).filter(([, output]) => output.Condition === undefined || holds(output.Condition)),
+  );
   const zips: Packaged['zips'] = {};
   for (const name of ['migrate', 'appStats', 'reviews', 'networkMetrics']) {
     const path = join(out, `${name}.zip`);
     zips[name] = { bytes: (await stat(path)).size, files: (await zipEntries(path)).map((entry) => entry.name), path };
   }
-  return { resources, declared, conditions, template, zips };
+  return { resources, declared, conditions, template, outputs, zips };
 }
 
 // --- the deployment's own vocabulary ----------------------------------------------------------
@@ -427,6 +438,18 @@ describe('the packaged templates against the CloudFormation resource specificati
 });
 
 describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
+  it('gives each event source mapping\'s UUID as a stack output, for the pause runbook\'s --no-enabled call', () => {
+    const { outputs, resources } = packaged[stage];
+    for (const { fn, pipeline } of CONSUMERS) {
+      const output = outputs[`${fn}EventSourceMappingUuid`];
+      // Ref of an AWS::Lambda::EventSourceMapping is its UUID.
+      expect(output).toMatchObject({ Condition: 'KafkaMappingsEnabled', Value: { Ref: `${fn}EventSourceMapping` } });
+      expect(resources[`${fn}EventSourceMapping`]).toBeDefined();
+      expect(output?.Description).toContain(pipeline);
+      expect(output?.Description).toContain('--no-enabled');
+    }
+  });
+
   it('maps each topic with its group id, batch size, window, start, pollers and metrics, after the migration', () => {
     const { resources } = packaged[stage];
     const mappings = ofType(packaged[stage], 'AWS::Lambda::EventSourceMapping');
@@ -505,6 +528,7 @@ describe('Kafka sources per stage', () => {
     expect(conditions.KafkaMappingsEnabled).toBe(false);
     expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping')).toEqual([]);
     expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping', 'declared')).toHaveLength(3);
+    expect(Object.keys(packaged.local.outputs).filter((name) => name.endsWith('EventSourceMappingUuid'))).toEqual([]);
     expect(Object.keys(declared).length).toBeGreaterThan(Object.keys(resources).length);
     const fn = resources.ReviewsLambdaFunction!.Properties;
     const variables = (fn.Environment as JsonObject).Variables as JsonObject;

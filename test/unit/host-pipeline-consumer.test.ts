@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../host/errors.js';
 import type { InvocationResult, Invoker } from '../../host/invoker.js';
 import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../host/pipeline-consumer.js';
+import type { PipelineConsumer } from '../../host/pipeline-consumer.js';
 import { loadHostSettings } from '../../host/settings.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
 
@@ -27,15 +28,24 @@ interface Harness {
   readonly paused: unknown[];
   readonly failures: PipelineFailedError[];
   readonly warnings: string[];
+  readonly resumed: unknown[];
+  readonly pipeline: PipelineConsumer;
+  /** Emits a kafkajs instrumentation event to the handlers the runner registered. */
+  readonly emit: (event: string, payload: unknown) => void;
 }
 
 async function harness(answer: (call: number, event: KafkaEvent) => InvocationResult): Promise<Harness> {
   let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
   const seeks: Harness['seeks'] = [];
   const paused: unknown[] = [];
+  const resumed: unknown[] = [];
+  const handlers = new Map<string, Array<(event: { payload: unknown }) => void>>();
   const consumer = {
-    events: { FETCH_START: 'fetch_start', FETCH: 'fetch', HEARTBEAT: 'heartbeat', END_BATCH_PROCESS: 'end', GROUP_JOIN: 'join', CRASH: 'crash' },
-    on: () => () => undefined,
+    events: { FETCH_START: 'fetch_start', FETCH: 'fetch', HEARTBEAT: 'heartbeat', END_BATCH_PROCESS: 'end', GROUP_JOIN: 'join', CRASH: 'crash', REBALANCING: 'rebalancing' },
+    on: (event: string, handler: (event: { payload: unknown }) => void) => {
+      handlers.set(event, [...(handlers.get(event) ?? []), handler]);
+      return () => undefined;
+    },
     connect: async () => undefined,
     subscribe: async () => undefined,
     run: async (config: ConsumerRunConfig) => {
@@ -43,6 +53,7 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
     },
     seek: ({ partition, offset }: { partition: number; offset: string }) => seeks.push({ partition, offset }),
     pause: (topics: unknown) => paused.push(topics),
+    resume: (topics: unknown) => resumed.push(topics),
     disconnect: async () => undefined,
   } as unknown as Consumer;
   const invocations: Array<readonly number[]> = [];
@@ -67,7 +78,10 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   });
   await pipeline.start();
   if (!eachBatch) throw new Error('run() was not given eachBatch');
-  return { eachBatch, invocations, seeks, paused, failures, warnings };
+  const emit = (event: string, payload: unknown) => {
+    for (const handler of handlers.get(event) ?? []) handler({ payload });
+  };
+  return { eachBatch, invocations, seeks, paused, failures, warnings, resumed, pipeline, emit };
 }
 
 interface FakePayload extends EachBatchPayload {
@@ -116,6 +130,35 @@ function payload(
 const ok: InvocationResult = { kind: 'response', payload: { batchItemFailures: [] } };
 
 describe('pipeline consumer (the runner)', () => {
+  it('on a pause, commits the event in flight, invokes nothing more, and pauses again on every join', async () => {
+    // Prepare: the pause arrives while the first event is being invoked
+    const topic = [{ topic: settings.storage.pipelines.reviews.topic }];
+    const pause = { pipeline: 'reviews' as const, paused: true, by: 'ops', at: new Date(), reason: null };
+    const box: { runner?: Harness } = {};
+    const runner = await harness(() => {
+      box.runner?.pipeline.setPaused(pause);
+      return ok;
+    });
+    box.runner = runner;
+    const polled = payload([10, 11, 12, 13]);
+
+    // Act
+    await runner.eachBatch(polled);
+    await runner.eachBatch(payload([14]));
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    runner.pipeline.setPaused(undefined);
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+
+    // Assess: the first event stored and committed, the rest left unresolved for after the resume
+    expect(runner.invocations).toEqual([[10, 11]]);
+    expect(polled.commits).toEqual(['1@12']);
+    expect(polled.resolved).toEqual(['11']);
+    expect(runner.paused).toEqual([topic, topic]);
+    expect(runner.resumed).toEqual([topic]);
+    expect(runner.pipeline.status()).toMatchObject({ paused: false, joined: true });
+    expect(runner.pipeline.memberId()).toBe('m-1');
+  });
+
   it('cuts a polled batch into events and resolves then commits each one after its invocation', async () => {
     // Prepare
     const runner = await harness(() => ok);
