@@ -73,7 +73,7 @@ describe('the production build on production dependencies only', () => {
     // Assess
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^Usage: storage-consumer <command>/);
-    for (const command of ['run', 'migrate', 'healthcheck', 'verify', 'lag', 'replay', 'dlq']) expect(help.stdout).toContain(`  ${command} `);
+    for (const command of ['run', 'migrate', 'healthcheck', 'verify', 'status', 'lag', 'pause', 'resume', 'replay', 'dlq']) expect(help.stdout).toContain(`  ${command} `);
   });
 
   it('migrates, and the host consumes, commits and stops cleanly on SIGTERM', async () => {
@@ -89,7 +89,8 @@ describe('the production build on production dependencies only', () => {
     // Assess
     expect(migrated.stderr).toBe('');
     expect(migrated).toMatchObject({ code: 0 });
-    expect(migrated.stdout).toMatch(/schema up to date: 4 applied now, 0 already applied/);
+    const migrationFiles = (await readdir(join(REPO_ROOT, 'migrations'))).filter((name) => name.endsWith('.sql'));
+    expect(migrated.stdout).toContain(`schema up to date: ${migrationFiles.length} applied now, 0 already applied`);
 
     // Act: the host as a container's PID 1 runs it
     const host = spawnHost(env, { args: ['dist/host/main.js'], cwd: folder.path });

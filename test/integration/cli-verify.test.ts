@@ -203,9 +203,7 @@ describe('verify fails at the step that broke', () => {
     // Prepare: a database whose last migration was never applied
     const behind = await createMigratedSchema([], 'cliverifyschema');
     try {
-      await behind.pool.query(
-        'DROP TABLE operator_actions; ALTER TABLE dead_letter_events DROP COLUMN invocation_id, DROP COLUMN violations; DELETE FROM storage_consumer_migrations WHERE version = 5',
-      );
+      await behind.pool.query('DROP TABLE pipeline_pauses; DELETE FROM storage_consumer_migrations WHERE version = 6');
       const names = await createTestPipelines('cli-verify-schema');
 
       // Act
@@ -215,9 +213,9 @@ describe('verify fails at the step that broke', () => {
       // Assess
       expect(code).toBe(1);
       expect(report.failedStep).toBe('schema');
-      expect(report.steps[0]?.summary).toBe('not applied: 0005_operator_actions.sql');
+      expect(report.steps[0]?.summary).toBe('not applied: 0006_pipeline_pauses.sql');
       expect(report.steps.slice(1).map((step) => step.status)).toEqual(['not run', 'not run', 'not run', 'not run']);
-      expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0005_operator_actions.sql');
+      expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0006_pipeline_pauses.sql');
     } finally {
       await behind.drop();
     }

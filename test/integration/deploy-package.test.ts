@@ -230,6 +230,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       'migrations/0003_network_metrics.sql',
       'migrations/0004_dead_letter_events.sql',
       'migrations/0005_operator_actions.sql',
+      'migrations/0006_pipeline_pauses.sql',
     ]);
     if (stage === 'prod') {
       console.log(

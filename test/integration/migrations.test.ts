@@ -20,8 +20,8 @@ import { createAppsStandIn, createTestDatabase, createTestSchema } from '../help
 import type { TestDatabase, TestSchema } from '../helpers/database.js';
 
 const DATA_TABLES = ['app_stats', 'dead_letter_events', 'network_metrics', 'reviews'];
-/** The service's own tables besides the data tables (the audit trail, migration 0005). */
-const SERVICE_TABLES = ['operator_actions'];
+/** The service's own tables besides the data tables (the audit trail, migration 0005; the pause state, 0006). */
+const SERVICE_TABLES = ['operator_actions', 'pipeline_pauses'];
 
 /** The repository's migration files, in order, and their versions (1..n). */
 const MIGRATION_FILES = readdirSync(DEFAULT_MIGRATIONS_DIRECTORY)
@@ -158,12 +158,13 @@ describe('runMigrations', () => {
       })),
     );
 
-    expect(MIGRATION_FILES.slice(0, 5)).toEqual([
+    expect(MIGRATION_FILES.slice(0, 6)).toEqual([
       '0001_app_stats.sql',
       '0002_reviews.sql',
       '0003_network_metrics.sql',
       '0004_dead_letter_events.sql',
       '0005_operator_actions.sql',
+      '0006_pipeline_pauses.sql',
     ]);
     expect(await trackingRows(schema)).toEqual(
       await Promise.all(

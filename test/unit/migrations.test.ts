@@ -121,6 +121,7 @@ describe('loadMigrations', () => {
       [3, 'network_metrics'],
       [4, 'dead_letter_events'],
       [5, 'operator_actions'],
+      [6, 'pipeline_pauses'],
     ]);
   });
 
