@@ -42,9 +42,9 @@ export interface PartitionStatus {
   readonly committed: string | null;
   readonly end: string | null;
   readonly lag: number | null;
-  /** Only for a partition this host works on. */
-  readonly in_flight: InFlightStatus | null;
-  readonly last_stored_at: string | null;
+  /** Only for a partition this host works on; absent when the host keeps no progress record. */
+  readonly in_flight?: InFlightStatus | null;
+  readonly last_stored_at?: string | null;
 }
 
 /** The whole answer. */
@@ -63,7 +63,8 @@ export interface PipelineStatusDocument {
   readonly pause_read_at: string | null;
   readonly pause_read_error: string | null;
   readonly partitions: readonly PartitionStatus[];
-  readonly last_error: StatusError | null;
+  /** Absent when the host keeps no progress record (then nothing is known of batches and errors). */
+  readonly last_error?: StatusError | null;
   /** Why the broker's view (owners, end offsets) is missing, if it is. */
   readonly kafka_error: string | null;
 }
@@ -98,7 +99,12 @@ export interface ProgressFacts {
 
 /** Everything one status answer is made of. */
 export interface StatusInputs {
-  readonly progress: ProgressFacts;
+  /** The pipeline's progress record; `undefined` where the host keeps none yet: batch and error fields are then left out, never shown as null. */
+  readonly progress: ProgressFacts | undefined;
+  readonly pipeline: PipelineName;
+  readonly topic: string;
+  /** The consumer group's id. */
+  readonly groupId: string;
   readonly state: string;
   readonly hostId: string;
   readonly memberId: string | undefined;
@@ -145,9 +151,9 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
       owners.set(partition, { member_id: member.memberId, client_id: member.clientId, host: member.clientHost, this_host: member.memberId === inputs.memberId });
     }
   }
-  const known = new Map(progress.partitions.map((entry) => [entry.partition, entry]));
-  const inFlight = new Map(progress.inFlight.map((batch) => [batch.partition, batch]));
-  const numbers = new Set<number>([...(position?.partitions.map((entry) => entry.partition) ?? []), ...known.keys(), ...(progress.assignment ?? [])]);
+  const known = new Map((progress?.partitions ?? []).map((entry) => [entry.partition, entry]));
+  const inFlight = new Map((progress?.inFlight ?? []).map((batch) => [batch.partition, batch]));
+  const numbers = new Set<number>([...(position?.partitions.map((entry) => entry.partition) ?? []), ...known.keys(), ...(progress?.assignment ?? [])]);
   const partitions = [...numbers]
     .sort((a, b) => a - b)
     .map((partition): PartitionStatus => {
@@ -156,12 +162,16 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
       const batch = inFlight.get(partition);
       // Without the broker's view, this host still knows the partitions it holds.
       const owner = owners.get(partition) ?? null;
-      return {
+      const base = {
         partition,
         owner,
         committed: broker ? (broker.committed?.toString() ?? null) : (local?.committed ?? null),
         end: broker ? broker.end.toString() : null,
         lag: broker ? Number(broker.lag) : null,
+      };
+      if (progress === undefined) return base;
+      return {
+        ...base,
         in_flight: batch
           ? {
               first_offset: batch.firstOffset,
@@ -175,18 +185,18 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
       };
     });
   return {
-    pipeline: progress.pipeline,
+    pipeline: inputs.pipeline,
     state: inputs.state,
     host_id: inputs.hostId,
     member_id: inputs.memberId ?? null,
-    topic: progress.topic,
-    group: progress.group,
+    topic: inputs.topic,
+    group: inputs.groupId,
     group_state: position?.state ?? null,
     pause: inputs.pause ? { by: inputs.pause.by, at: inputs.pause.at.toISOString(), reason: inputs.pause.reason } : null,
     pause_read_at: inputs.pauseRead.readAt?.toISOString() ?? null,
     pause_read_error: inputs.pauseRead.error === undefined ? null : redactConnectionDetails(inputs.pauseRead.error),
     partitions,
-    last_error: statusError(progress.lastError),
+    ...(progress === undefined ? {} : { last_error: statusError(progress.lastError) }),
     kafka_error: 'error' in group ? redactConnectionDetails(group.error) : null,
   };
 }

@@ -325,7 +325,11 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     async status(name) {
       const { topic, group } = settings.storage.pipelines[name];
       return buildPipelineStatus({
-        progress: { pipeline: name, topic, group, assignment: undefined, inFlight: [], partitions: [], lastError: undefined },
+        // No progress record on this host yet (issue 18): batch and error fields are left out, not guessed.
+        progress: undefined,
+        pipeline: name,
+        topic,
+        groupId: group,
         state: pipelineState(name),
         hostId,
         memberId: consumerOf(name)?.memberId(),

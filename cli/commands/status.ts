@@ -46,13 +46,17 @@ function hostLines(host: PipelineView['host']): string {
   if (host === undefined) return '';
   if ('error' in host) return `  host: ${host.error}\n`;
   const lines = [`  host ${host.host_id}: ${host.state}, member ${host.member_id ?? '-'}`];
+  if (host.last_error === undefined) {
+    lines.push('    in flight, last error: not reported by this host');
+    return `${lines.join('\n')}\n`;
+  }
   for (const partition of host.partitions) {
     const batch = partition.in_flight;
-    if (batch === null) continue;
+    if (batch === null || batch === undefined) continue;
     const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
     lines.push(`    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, since ${batch.started_at}${error}`);
   }
-  if (!host.partitions.some((partition) => partition.in_flight !== null)) lines.push('    in flight: none');
+  if (!host.partitions.some((partition) => partition.in_flight !== null && partition.in_flight !== undefined)) lines.push('    in flight: none');
   lines.push(`    last error: ${host.last_error ? `${host.last_error.at} ${host.last_error.message}` : 'none'}`);
   return `${lines.join('\n')}\n`;
 }

@@ -207,6 +207,9 @@ describe('the status document', () => {
   it('gives per partition the owner, offsets, lag and the batch in flight, with connection details removed', () => {
     const document = buildPipelineStatus({
       progress,
+      pipeline: 'reviews',
+      topic: 'reviews',
+      groupId: 'storage-consumer.reviews',
       state: 'RUNNING',
       hostId: 'host-1:42',
       memberId: 'm-1',
@@ -243,6 +246,9 @@ describe('the status document', () => {
   it('still lists this host\'s partitions when the broker cannot be asked', () => {
     const document = buildPipelineStatus({
       progress,
+      pipeline: 'reviews',
+      topic: 'reviews',
+      groupId: 'storage-consumer.reviews',
       state: 'RUNNING',
       hostId: 'host-1:42',
       memberId: 'm-1',
@@ -255,6 +261,23 @@ describe('the status document', () => {
       [1, '500', null],
     ]);
     expect(document.kafka_error).toBe('the broker did not answer within 5000 ms');
+  });
+
+  it('leaves batch and error fields out, never null, when the host keeps no progress record', () => {
+    const document = buildPipelineStatus({
+      progress: undefined,
+      pipeline: 'reviews',
+      topic: 'reviews',
+      groupId: 'storage-consumer.reviews',
+      state: 'RUNNING',
+      hostId: 'host-1:42',
+      memberId: 'm-1',
+      pause: undefined,
+      pauseRead: { readAt: undefined, error: undefined },
+      group: { error: 'the broker did not answer within 5000 ms' },
+    });
+    expect(document).not.toHaveProperty('last_error');
+    expect(document.partitions).toEqual([]);
   });
 
   it('redacts addresses, URLs and database users', () => {
