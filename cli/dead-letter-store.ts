@@ -1,5 +1,5 @@
 import type { Queryable } from '../shared/queryable.js';
-import type { RejectionReason } from '../shared/types.js';
+import type { RejectionReason, Violations } from '../shared/types.js';
 
 /** Which dead letters a command works on; every field narrows the selection. */
 export interface DeadLetterFilter {
@@ -39,6 +39,8 @@ export interface StoredDeadLetter extends DeadLetterSummary {
   readonly payloadSha256: Buffer;
   /** As stored: `[{name | name_base64, value (base64)}]`. */
   readonly headers: ReadonlyArray<{ readonly name?: string; readonly name_base64?: string; readonly value: string }>;
+  /** Every contract violation (the first 20 and the total), when there was more than one. */
+  readonly violations: Violations | null;
 }
 
 interface SummaryRow {
@@ -61,11 +63,12 @@ interface FullRow extends SummaryRow {
   payload: Buffer | null;
   payload_sha256: Buffer;
   headers: StoredDeadLetter['headers'];
+  violations: Violations | null;
 }
 
 const SUMMARY_COLUMNS = `id::text, pipeline, topic, partition, kafka_offset::text, reason, detail, payload_size,
   octet_length(payload) AS stored_size, created_at, redriven_at`;
-const FULL_COLUMNS = `${SUMMARY_COLUMNS}, kafka_timestamp, message_key, payload, payload_sha256, headers`;
+const FULL_COLUMNS = `${SUMMARY_COLUMNS}, kafka_timestamp, message_key, payload, payload_sha256, headers, violations`;
 
 function toSummary(row: SummaryRow): DeadLetterSummary {
   return {
@@ -91,6 +94,7 @@ function toStored(row: FullRow): StoredDeadLetter {
     payload: row.payload,
     payloadSha256: row.payload_sha256,
     headers: row.headers,
+    violations: row.violations,
   };
 }
 

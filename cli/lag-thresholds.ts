@@ -24,3 +24,20 @@ export const LAG_ALARM_THRESHOLDS: Readonly<Record<Stage, LagThresholds>> = {
 
 /** The stage whose thresholds `verify` uses when none is named: production's. */
 export const DEFAULT_VERIFY_STAGE: Stage = 'prod';
+
+/**
+ * The consumer group ids per stage, as the deployment sets them (`group<Id>` in
+ * deploy/params.yml, else docs/design.md section 1's); `test/integration/deploy-package.test.ts`
+ * fails when the packaged event source mappings and this table disagree. `--stage` on `verify`,
+ * `lag` and `replay` looks at these groups.
+ */
+export const STAGE_GROUPS: Readonly<Record<Stage, Readonly<Record<PipelineName, string>>>> = {
+  dev: { 'app-stats': 'storage-consumer-dev.app-stats', reviews: 'storage-consumer-dev.reviews', 'network-metrics': 'storage-consumer-dev.network-metrics' },
+  staging: {
+    'app-stats': 'storage-consumer-staging.app-stats',
+    reviews: 'storage-consumer-staging.reviews',
+    'network-metrics': 'storage-consumer-staging.network-metrics',
+  },
+  prod: { 'app-stats': 'storage-consumer.app-stats', reviews: 'storage-consumer.reviews', 'network-metrics': 'storage-consumer.network-metrics' },
+  local: { 'app-stats': 'storage-consumer.app-stats', reviews: 'storage-consumer.reviews', 'network-metrics': 'storage-consumer.network-metrics' },
+};

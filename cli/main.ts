@@ -1,22 +1,26 @@
 import { pathToFileURL } from 'node:url';
 import { ConfigurationError, MigrationError } from '../shared/errors.js';
+import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command } from './command.js';
 import { EXIT, RefusedError, UsageError } from './command.js';
+import { audit } from './commands/audit.js';
 import { dlq } from './commands/dlq.js';
 import { healthcheck } from './commands/healthcheck.js';
 import { lag } from './commands/lag.js';
 import { migrate } from './commands/migrate.js';
 import { pause, resume } from './commands/pause.js';
+import { peek } from './commands/peek.js';
 import { replay } from './commands/replay.js';
 import { run } from './commands/run.js';
 import { status } from './commands/status.js';
 import { verify } from './commands/verify.js';
 
 /** Every command, in the order `--help` lists them. */
-export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, status, lag, pause, resume, replay, dlq];
+export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, status, lag, pause, resume, replay, peek, dlq, audit];
 
 /** The top-level `--help`. */
 const USAGE = `Usage: storage-consumer <command> [options]
+       storage-consumer --version
 
 Commands:
 ${COMMANDS.map((command) => `  ${command.name.padEnd(13)}${command.summary}`).join('\n')}
@@ -47,6 +51,10 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   }
   if (name === '--help' || name === '-h' || name === 'help') {
     io.stdout(USAGE);
+    return EXIT.ok;
+  }
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.stdout(`storage-consumer ${SERVICE_VERSION}\n`);
     return EXIT.ok;
   }
   const command = COMMANDS.find((candidate) => candidate.name === name);

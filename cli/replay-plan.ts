@@ -29,10 +29,10 @@ export function planReplay(position: GroupPosition, targets: ReadonlyMap<number,
     });
 }
 
-/** The steps that skip messages, as the refusal names them: `partition 2: 6 message(s) (offsets 30 to 35)`. */
+/** The steps that skip offsets, as the refusal names them: `partition 2: 6 offset(s) (30 to 35)`. */
 export function describeSkips(steps: readonly ReplayStep[]): string {
   return steps
     .filter((step) => step.skipped > 0n)
-    .map((step) => `partition ${step.partition}: ${step.skipped} message(s) (offsets ${step.after - step.skipped} to ${step.after - 1n})`)
+    .map((step) => `partition ${step.partition}: ${step.skipped} offset(s) (${step.after - step.skipped} to ${step.after - 1n})`)
     .join('; ');
 }

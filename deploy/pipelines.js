@@ -95,8 +95,41 @@ const kafkaArn = (kind, path) => ({
   'Fn::Sub': `arn:\${AWS::Partition}:kafka:\${AWS::Region}:\${AWS::AccountId}:${kind}/\${self:custom.mskResourcePath}/${path}`,
 });
 
-/** The consumer functions, keyed as osls names them (`appStats` -> `AppStatsLambdaFunction`). */
-export async function functions() {
+/**
+ * Refuses a consumer timeout that cannot hold one database attempt plus the hand-back reserve
+ * (the connect timeout, the statement timeout + 1 s client margin, 1 s to hand the batch back:
+ * shared/connection.ts's attemptTimeNeededMs, the number the host refuses at start too). With
+ * less, the handler would start no attempt and hand every batch back untried.
+ * @param {{ timeoutSeconds: number, environment: Record<string, string | undefined> }} consumer
+ */
+export async function checkConsumerTimeout({ timeoutSeconds, environment }) {
+  /** @type {{ loadSettings: (env: Record<string, string | undefined>) => { database: unknown } }} */
+  const { loadSettings } = await tsImport('../shared/settings.ts', import.meta.url);
+  /** @type {{ attemptTimeNeededMs: (database: unknown) => number }} */
+  const { attemptTimeNeededMs } = await tsImport('../shared/connection.ts', import.meta.url);
+  // Only the timeouts matter here; a placeholder URL satisfies the connection settings.
+  const settings = loadSettings({ ...environment, DATABASE_URL: 'postgres://packaging-check/storage', STORAGE_DB_SECRET_ID: '' });
+  const neededMs = attemptTimeNeededMs(settings.database);
+  const timeoutMs = Number(timeoutSeconds) * 1000;
+  if (!(timeoutMs >= neededMs)) {
+    throw new Error(
+      `the consumer functions' timeout (${timeoutSeconds} s = ${timeoutMs} ms) cannot hold one database attempt plus the reserve ` +
+        `(${neededMs} ms: STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 1 s client margin + 1 s to hand the batch back): ` +
+        'every batch would be handed back untried; raise consumerTimeout or lower those timeouts',
+    );
+  }
+}
+
+/**
+ * The consumer functions, keyed as osls names them (`appStats` -> `AppStatsLambdaFunction`).
+ * Packaging fails when their timeout cannot hold one database attempt ({@link checkConsumerTimeout}).
+ * @param {{ resolveVariable?: (name: string) => Promise<unknown> }} [resolver]
+ */
+export async function functions({ resolveVariable } = {}) {
+  if (resolveVariable) {
+    const environment = /** @type {Record<string, string | undefined>} */ ((await resolveVariable('self:provider.environment')) ?? {});
+    await checkConsumerTimeout({ timeoutSeconds: Number(await resolveVariable('self:custom.consumerTimeout')), environment });
+  }
   return Object.fromEntries(
     (await pipelines()).map((pipeline) => [
       pipeline.functionKey,

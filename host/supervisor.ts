@@ -20,6 +20,7 @@ import { createPipelineConsumer } from './pipeline-consumer.js';
 import { buildPipelineStatus } from './pipeline-status.js';
 import type { PipelinesTarget } from './pipelines-api.js';
 import type { HostSettings } from './settings.js';
+import { SERVICE_VERSION } from '../shared/version.js';
 
 /** The host's life cycle (docs/design.md section 9). */
 export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
@@ -130,7 +131,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
   const enter = (next: HostState, extra: Record<string, unknown> = {}) => {
     state = next;
-    (next === 'Failing' ? logger.error : logger.info).call(logger, next, { state: next, ...extra });
+    (next === 'Failing' ? logger.error : logger.info).call(logger, next, { state: next, version: SERVICE_VERSION, ...extra });
   };
 
   const invokers: Invoker[] = [];

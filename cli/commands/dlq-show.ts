@@ -34,6 +34,7 @@ function describe(letter: StoredDeadLetter) {
     headers: letter.headers,
     createdAt: letter.createdAt,
     redrivenAt: letter.redrivenAt,
+    violations: letter.violations,
     payload: readableBytes(letter.payload),
   };
 }
@@ -44,7 +45,8 @@ export const dlqShow: Command = {
   summary: 'show one dead letter: coordinates, reason, detail, payload',
   help: `Usage: storage-consumer dlq show <id> [--json]
 
-Shows one dead letter: its Kafka coordinates, key, headers, reason and detail, when it was stored
+Shows one dead letter: its Kafka coordinates, key, headers, reason and detail (with every
+contract violation when there were several: the first 20 and the total), when it was stored
 and re-driven, and its payload, as text when it is valid UTF-8, else as hex, with the original
 size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is no such id.
 
@@ -81,6 +83,10 @@ size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is
     ];
     const width = Math.max(...lines.map(([label]) => label.length));
     io.stdout(lines.map(([label, value]) => `${`${label}:`.padEnd(width + 2)}${value}\n`).join(''));
+    if (shown.violations !== null) {
+      const { total, kept } = shown.violations;
+      io.stdout(`violations (${total}${kept.length < total ? `, the first ${kept.length} kept` : ''}):\n${kept.map((violation) => `  - ${violation}\n`).join('')}`);
+    }
     const payload = shown.payload;
     io.stdout(payload === null ? 'payload: (null)\n' : `payload (${payload.encoding === 'utf8' ? 'UTF-8 text' : 'hex: not valid UTF-8'}):\n${payload.text}\n`);
     return EXIT.ok;

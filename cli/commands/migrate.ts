@@ -1,7 +1,9 @@
-import { migrationConnection, runMigrations } from '../../shared/migrations/index.js';
+import pg from 'pg';
+import { findSchemaDrift } from '../../shared/migrations/drift.js';
+import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationConnection, runMigrations } from '../../shared/migrations/index.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError } from '../command.js';
 import { renderJson } from '../output.js';
 
 /** `migrate`: applies the pending SQL migrations. */
@@ -18,7 +20,10 @@ custom resource and the host's migrate-on-start do: same TLS (STORAGE_DB_SSL) an
 timeout as the batches, no statement timeout, and a wait for another runner's lock of at most
 STORAGE_MIGRATION_LOCK_TIMEOUT_MS (default 10 minutes). Fails (exit 1) when the App API's table
 is missing, when an applied file was changed since, when a file fails (earlier files stay
-applied) or when the lock was not free in time.
+applied) or when the lock was not free in time. While it waits for another runner's lock it
+says so on stderr. Afterwards it compares the live schema with what the applied migrations
+define (tables, columns and their types, unique keys) and fails (exit 1) naming every
+difference, e.g. "table network_metrics is missing though migration 0003 is recorded".
 
   --json    the report as JSON
 `,
@@ -26,11 +31,31 @@ applied) or when the lock was not free in time.
     const parsed = parseCommandArgs(migrate, args, io, JSON_OPTION);
     if (!parsed) return EXIT.ok;
     const settings = loadSettings(io.env);
+    const directory = io.env.STORAGE_MIGRATIONS_DIR || undefined;
+    const connection = migrationConnection(settings.database);
+    const line = (level: string, message: string, extra?: object) =>
+      io.stderr(`${JSON.stringify({ level, message, timestamp: new Date().toISOString(), service: 'storage-consumer', component: 'cli', ...extra })}\n`);
     const report = await runMigrations({
-      ...migrationConnection(settings.database),
-      directory: io.env.STORAGE_MIGRATIONS_DIR || undefined,
-      logger: { info: () => undefined, warn: (message, extra) => io.stderr(`${JSON.stringify({ level: 'warn', message, ...extra })}\n`) },
+      ...connection,
+      directory,
+      logger: {
+        // Only the lock wait is worth a line: without it, a wait of up to 10 minutes is silence.
+        info: (message, extra) => (/lock/i.test(message) ? line('INFO', message, extra) : undefined),
+        warn: (message, extra) => line('WARN', message, extra),
+      },
     });
+    const files = await loadMigrations(directory ?? DEFAULT_MIGRATIONS_DIRECTORY);
+    const client = new pg.Client(connection.connection);
+    await client.connect();
+    let drift: string[];
+    try {
+      drift = await findSchemaDrift(client, files);
+    } finally {
+      await client.end();
+    }
+    if (drift.length > 0) {
+      throw new RefusedError(`the schema differs from what the applied migrations define: ${drift.join('; ')}`);
+    }
     if (parsed.values.json === true) {
       io.stdout(renderJson(report));
       return EXIT.ok;

@@ -1,13 +1,16 @@
 import type { Admin } from 'kafkajs';
+import { recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { PipelineSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../kafka.js';
 import { groupPosition, positionJson, withKafkaAdmin } from '../kafka.js';
+import { withDatabase } from '../context.js';
+import { STAGE_OPTION, applyStage } from './stage-option.js';
 import { renderJson, renderTable } from '../output.js';
 import type { ReplayStep } from '../replay-plan.js';
 import { describeSkips, planReplay } from '../replay-plan.js';
-import { parseInstant } from '../time.js';
+import { parseSince } from '../time.js';
 import { groupHeading } from './lag.js';
 import { parsePipeline } from './pipeline-option.js';
 
@@ -27,9 +30,9 @@ function parseTarget(to: string | undefined, toOffset: string | undefined, parti
     if (partition === undefined) throw new UsageError('--to-offset needs --partition: an offset belongs to one partition');
     return { kind: 'offset', offset: BigInt(toOffset) };
   }
-  if (to === undefined) throw new UsageError('--to is required: earliest, latest or an ISO timestamp (or --partition N --to-offset X)');
+  if (to === undefined) throw new UsageError('--to is required: earliest, latest, an ISO timestamp or a duration ago such as 24h (or --partition N --to-offset X)');
   if (to === 'earliest' || to === 'latest') return { kind: to };
-  return { kind: 'timestamp', at: parseInstant(to, '--to') };
+  return { kind: 'timestamp', at: parseSince(to, '--to') };
 }
 
 function parsePartition(text: string | undefined): number | undefined {
@@ -45,6 +48,19 @@ function describeTarget(target: ReplayTarget): string {
   return target.kind === 'offset' ? `offset ${target.offset}` : target.kind;
 }
 
+/** The target as `--json` carries it: `{"kind": "offset", "offset": "3"}`, `{"kind": "timestamp", "at": "..."}`. */
+function targetJson(target: ReplayTarget): Record<string, string> {
+  if (target.kind === 'timestamp') return { kind: target.kind, at: target.at.toISOString() };
+  if (target.kind === 'offset') return { kind: target.kind, offset: target.offset.toString() };
+  return { kind: target.kind };
+}
+
+/** Per partition, the first offset at or after `at`; -1 where there is none. Looked up BEFORE the ends are read. */
+async function offsetsAt(admin: Admin, topic: string, at: Date): Promise<Map<number, bigint>> {
+  const found = await admin.fetchTopicOffsetsByTimestamp(topic, at.getTime());
+  return new Map(found.map(({ partition, offset }) => [partition, BigInt(offset)]));
+}
+
 /**
  * The offset per partition the target names (only `partition` when given). Explicit numbers,
  * never kafkajs' -1/-2 "latest / earliest" markers: a committed marker reads as "no offset", and
@@ -52,13 +68,16 @@ function describeTarget(target: ReplayTarget): string {
  * into a full replay.
  * @throws RefusedError for a partition the topic does not have, or an offset outside the log.
  */
-async function targetOffsets(admin: Admin, position: GroupPosition, target: ReplayTarget, partition: number | undefined): Promise<Map<number, bigint>> {
+function targetOffsets(
+  position: GroupPosition,
+  target: ReplayTarget,
+  partition: number | undefined,
+  byTime: ReadonlyMap<number, bigint> | undefined,
+): Map<number, bigint> {
   const chosen = position.partitions.filter((candidate) => partition === undefined || candidate.partition === partition);
   if (chosen.length === 0) {
     throw new RefusedError(`topic ${position.topic} has no partition ${partition} (partitions ${position.partitions.map((p) => p.partition).join(', ')})`);
   }
-  const byTime =
-    target.kind === 'timestamp' ? new Map((await admin.fetchTopicOffsetsByTimestamp(position.topic, target.at.getTime())).map((found) => [found.partition, found.offset])) : undefined;
   const targets = new Map<number, bigint>();
   for (const { partition: number, start, end } of chosen) {
     let offset: bigint;
@@ -67,8 +86,10 @@ async function targetOffsets(admin: Admin, position: GroupPosition, target: Repl
     else if (target.kind === 'offset') offset = target.offset;
     else {
       // The first offset whose timestamp is at or after the instant; the end when there is none.
-      const found = BigInt(byTime?.get(number) ?? '-1');
-      offset = found < 0n ? end : found;
+      // Looked up before the ends were read: with producers writing, a lookup made after would
+      // answer the newer high watermark, beyond the end read before it.
+      const found = byTime?.get(number) ?? -1n;
+      offset = found < 0n || found > end ? end : found;
     }
     if (offset < start || offset > end) {
       throw new RefusedError(`offset ${offset} is outside partition ${number} of ${position.topic}: it holds offsets ${start} to ${end} (the end); nothing was changed`);
@@ -90,9 +111,16 @@ function membersRefusal(position: GroupPosition): string {
 function skipRefusal(position: GroupPosition, steps: readonly ReplayStep[]): string {
   const total = steps.reduce((sum, step) => sum + step.skipped, 0n);
   return (
-    `replay would move group ${position.group} forward past ${total} message(s) it never consumed, which would then never be stored: ` +
-    `${describeSkips(steps)}; nothing was changed. Give --allow-skip if that is meant (a legacy backlog at the first ` +
-    `deployment, or one record that blocks its partition).`
+    `replay would move group ${position.group} forward past ${total} offset(s) the group has not committed; ` +
+    `whatever of them is not stored yet would never be: ${describeSkips(steps)}; nothing was changed. ` +
+    `Give --allow-skip if that is meant (a legacy backlog at the first deployment, or one record that blocks its partition).`
+  );
+}
+
+function missingGroupRefusal(position: GroupPosition): string {
+  return (
+    `group ${position.group} does not exist (no members, no committed offset on ${position.topic}); nothing was changed. ` +
+    `Check the group name (STORAGE_GROUP_<PIPELINE>, or --stage for a stage's names); give --create-group to create it.`
   );
 }
 
@@ -107,12 +135,21 @@ interface Replay {
 async function replayGroup(
   admin: Admin,
   pipeline: PipelineSettings,
-  request: { target: ReplayTarget; partition: number | undefined; allowSkip: boolean; dryRun: boolean },
+  request: { target: ReplayTarget; partition: number | undefined; allowSkip: boolean; dryRun: boolean; createGroup: boolean },
 ): Promise<Replay> {
+  const byTime = request.target.kind === 'timestamp' ? await offsetsAt(admin, pipeline.topic, request.target.at) : undefined;
   const before = await groupPosition(admin, pipeline);
-  const steps = planReplay(before, await targetOffsets(admin, before, request.target, request.partition));
+  const steps = planReplay(before, targetOffsets(before, request.target, request.partition, byTime));
   const skips = steps.some((step) => step.skipped > 0n);
-  const refusal = before.members.length > 0 ? membersRefusal(before) : skips && !request.allowSkip ? skipRefusal(before, steps) : undefined;
+  const missing = before.members.length === 0 && before.partitions.every((partition) => partition.committed === null) && before.state === 'Dead';
+  const refusal =
+    missing && !request.createGroup
+      ? missingGroupRefusal(before)
+      : before.members.length > 0
+        ? membersRefusal(before)
+        : skips && !request.allowSkip
+          ? skipRefusal(before, steps)
+          : undefined;
   if (refusal !== undefined || request.dryRun) return { before, steps, refusal, after: undefined };
   try {
     await admin.setOffsets({
@@ -133,7 +170,8 @@ async function replayGroup(
 export const replay: Command = {
   name: 'replay',
   summary: "reset one pipeline's consumer group (or one partition) to earliest, latest, a timestamp or an offset",
-  help: `Usage: storage-consumer replay <pipeline> --to earliest|latest|<ISO timestamp> [--partition N] [--allow-skip] [--dry-run] [--json]
+  help: `Usage: storage-consumer replay <pipeline> --to earliest|latest|<ISO timestamp>|<duration> [--partition N] [--allow-skip]
+                                [--create-group] [--stage S] [--dry-run] [--json]
        storage-consumer replay <pipeline> --partition N --to-offset X [--allow-skip] [--dry-run] [--json]
 
 Moves the committed offsets of that pipeline's consumer group, and of no other group:
@@ -141,33 +179,41 @@ Moves the committed offsets of that pipeline's consumer group, and of no other g
   latest           the end of the topic: what is there now is skipped (e.g. a legacy backlog
                    at the first deployment)
   <ISO timestamp>  the first message at or after that instant (UTC unless it has an offset)
+  <duration>       that long ago, e.g. 24h, 90m, 7d: the first message at or after then
   --to-offset X    exactly offset X of partition N (X from the partition's first kept offset
                    to its end): e.g. move past the one record that blocks a partition
 Re-consuming is safe: every write is idempotent. Prints per partition the committed offset
-before and after, the end, the lag after and the messages skipped.
+before and after, the end, the lag after and the offsets skipped. A reset writes an entry in
+the audit trail right after the offsets changed (storage-consumer audit).
 
-Refused (exit 1, nothing changed):
+Refused (exit 1, nothing changed; --dry-run exits the same way, changing nothing either way):
+  * when the group does not exist (no members, no committed offset): a mistyped group name
+    would create it; give --create-group if a new group is meant;
   * while the group has active members: stop that pipeline first. On AWS the event source
     mapping is always a member: disable it, wait until the group is empty, replay, enable it
     again (docs/operations.md);
-  * when it would move any partition forward past messages the group has not consumed (they
-    would never be stored), unless --allow-skip is given; the refusal names each partition
-    and the number of messages it would skip.
+  * when it would move any partition forward past offsets the group has not committed
+    (whatever of them is not stored would never be), unless --allow-skip is given; the refusal
+    names each partition and the number of offsets it would skip.
 
-  --to T          earliest, latest or an ISO timestamp
-  --partition N   only partition N (the others keep their offsets)
-  --to-offset X   with --partition: exactly offset X
-  --allow-skip    allow moving forward past unconsumed messages
-  --dry-run       print what would change (and whether it would be refused); change nothing
-  --json          the same as JSON
+  --to T           earliest, latest, an ISO timestamp or a duration ago (24h)
+  --partition N    only partition N (the others keep their offsets)
+  --to-offset X    with --partition: exactly offset X
+  --allow-skip     allow moving forward past offsets the group has not committed
+  --create-group   allow a group that does not exist yet (it is created)
+${STAGE_OPTION.help}
+  --dry-run        print what would change and whether it would be refused; change nothing
+  --json           the same as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
     const options = {
       ...JSON_OPTION,
+      ...STAGE_OPTION.options,
       to: { type: 'string' },
       'to-offset': { type: 'string' },
       partition: { type: 'string' },
       'allow-skip': { type: 'boolean' },
+      'create-group': { type: 'boolean' },
       'dry-run': { type: 'boolean' },
     } as const;
     const parsed = parseCommandArgs(replay, args, io, options, { min: 1, max: 1 });
@@ -177,40 +223,87 @@ Refused (exit 1, nothing changed):
     const partition = parsePartition(parsed.values.partition);
     const target = parseTarget(parsed.values.to, parsed.values['to-offset'], partition);
     const allowSkip = parsed.values['allow-skip'] === true;
+    const createGroup = parsed.values['create-group'] === true;
     const dryRun = parsed.values['dry-run'] === true;
-    const result = await withKafkaAdmin(io, ({ admin, settings }) =>
-      replayGroup(admin, settings.pipelines[name], { target, partition, allowSkip, dryRun }),
+    const stagedIo = applyStage(io, parsed.values.stage);
+    const result = await withKafkaAdmin(stagedIo, ({ admin, settings }) =>
+      replayGroup(admin, settings.pipelines[name], { target, partition, allowSkip, dryRun, createGroup }),
     );
     const { before, steps, refusal, after } = result;
+    const skipped = steps.reduce((sum, step) => sum + step.skipped, 0n);
+    const plan = steps.map((step) => ({
+      partition: step.partition,
+      before: step.before?.toString() ?? null,
+      after: step.after.toString(),
+      end: step.end.toString(),
+      skipped: step.skipped.toString(),
+    }));
+    let auditId: string | undefined;
+    let auditError: string | undefined;
+    if (after !== undefined) {
+      // Right after the offsets changed (they live in Kafka, not in this database's transaction).
+      try {
+        auditId = await withDatabase(stagedIo, async ({ pool }) => {
+          const entry = await recordOperatorAction(pool, {
+            actor: resolveActor(io.env),
+            command: 'replay',
+            arguments: { pipeline: name, group: before.group, topic: before.topic, to: targetJson(target), partition: partition ?? null, allowSkip, createGroup },
+            outcome: {
+              partitions: steps.map((step) => ({ topic: before.topic, partition: step.partition, before: step.before?.toString() ?? null, after: step.after.toString() })),
+              skipped: steps
+                .filter((step) => step.skipped > 0n)
+                .map((step) => ({
+                  topic: before.topic,
+                  partition: step.partition,
+                  from: (step.after - step.skipped).toString(),
+                  to: step.after.toString(),
+                  count: step.skipped.toString(),
+                })),
+              counts: { skipped: Number(skipped) },
+            },
+          });
+          return entry.id;
+        });
+      } catch (error) {
+        auditError = error instanceof Error ? error.message : String(error);
+      }
+    }
     if (parsed.values.json === true) {
       io.stdout(
         renderJson({
           pipeline: name,
-          to: describeTarget(target),
+          group: before.group,
+          to: targetJson(target),
           partition: partition ?? null,
           dryRun,
           allowSkip,
+          createGroup,
           replayed: after !== undefined,
+          refused: refusal !== undefined,
           refusal: refusal ?? null,
-          skipped: steps.reduce((sum, step) => sum + Number(step.skipped), 0),
-          plan: steps.map((step) => ({
-            partition: step.partition,
-            before: step.before?.toString() ?? null,
-            after: step.after.toString(),
-            end: step.end.toString(),
-            skipped: Number(step.skipped),
-          })),
+          skipped: skipped.toString(),
+          plan,
           before: positionJson(before),
           after: after === undefined ? null : positionJson(after),
+          auditId: auditId ?? null,
+          ...(auditError === undefined ? {} : { auditError }),
         }),
       );
     } else {
+      if (refusal !== undefined) io.stdout(`${dryRun ? 'dry run: would be refused' : 'refused'}: ${refusal}\n\n`);
       const verb =
-        after !== undefined ? 'reset' : !dryRun ? 'not reset' : refusal === undefined ? 'dry run, nothing changed: would reset' : 'dry run, nothing changed: would not reset';
+        after !== undefined
+          ? 'reset'
+          : refusal !== undefined
+            ? 'plan, not applied: reset'
+            : 'dry run, nothing changed: would reset';
       io.stdout(`${groupHeading(before)}${verb} to ${describeTarget(target)}:\n${renderSteps(steps)}`);
-      if (dryRun && refusal !== undefined) io.stdout(`would be refused: ${refusal}\n`);
+      if (auditId !== undefined) io.stdout(`audit entry ${auditId} written\n`);
     }
-    if (refusal !== undefined && !dryRun) throw new RefusedError(refusal);
+    if (auditError !== undefined) {
+      throw new RefusedError(`the offsets WERE reset, but the audit entry could not be written: ${auditError}; record this replay by hand`);
+    }
+    if (refusal !== undefined) throw new RefusedError(refusal);
     return EXIT.ok;
   },
 };

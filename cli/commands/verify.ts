@@ -5,6 +5,7 @@ import { loadHostSettings } from '../../host/settings.js';
 import { createPool } from '../../shared/db.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
 import { describeMismatches } from '../../shared/migrations/status.js';
+import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
 import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
@@ -19,8 +20,9 @@ import type { LagThresholds, Stage } from '../lag-thresholds.js';
 import { DEFAULT_VERIFY_STAGE, LAG_ALARM_THRESHOLDS, STAGES } from '../lag-thresholds.js';
 import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
+import { applyStage } from './stage-option.js';
 
-/** The checks, in the order they run; the first that fails stops the run and is named. */
+/** The checks, in the order they run and report; each runs whatever the others found. */
 export const VERIFY_STEPS = ['schema', 'topics', 'messages', 'dead-letters', 'lag'] as const;
 export type VerifyStep = (typeof VERIFY_STEPS)[number];
 
@@ -57,15 +59,39 @@ async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
   const status = await schemaStatus(pool);
   const files = await loadMigrations(DEFAULT_MIGRATIONS_DIRECTORY);
   const pending = files.filter((file) => status.pending.includes(file.version)).map((file) => file.fileName);
+  // The live schema against what the applied (and unchanged) files define.
+  const appliedVersions = new Set(status.applied.map((row) => row.version));
+  const mismatched = new Set(status.mismatches.map((mismatch) => mismatch.version));
+  const client = await pool.connect();
+  let drift: string[];
+  let driftError: string | undefined;
+  try {
+    drift = await findSchemaDrift(client, files.filter((file) => appliedVersions.has(file.version) && !mismatched.has(file.version)));
+  } catch (error) {
+    drift = [];
+    driftError = error instanceof Error ? error.message : String(error);
+  } finally {
+    client.release();
+  }
   const problems = [
     ...(pending.length > 0 ? [`not applied: ${pending.join(', ')}`] : []),
     ...(status.mismatches.length > 0 ? [describeMismatches(status.mismatches)] : []),
+    ...drift,
   ];
+  const ok = status.upToDate && drift.length === 0;
   const newer = status.unknownApplied.length > 0 ? `; applied versions newer than this code: ${status.unknownApplied.join(', ')}` : '';
+  const compared = driftError === undefined ? ', tables, columns and unique keys match' : `; live schema NOT compared (${driftError})`;
   return {
-    ok: status.upToDate,
-    summary: status.upToDate ? `${status.applied.length} migrations applied, checksums match${newer}` : problems.join('; '),
-    data: { applied: status.applied.map((row) => row.version), pending, mismatches: status.mismatches, unknownApplied: status.unknownApplied },
+    ok,
+    summary: ok ? `${status.applied.length} migrations applied, checksums match${compared}${newer}` : problems.join('; '),
+    data: {
+      applied: status.applied.map((row) => row.version),
+      pending,
+      mismatches: status.mismatches,
+      unknownApplied: status.unknownApplied,
+      drift,
+      driftError: driftError ?? null,
+    },
   };
 }
 
@@ -171,22 +197,19 @@ const CHECKS: Record<VerifyStep, (context: VerifyContext) => Promise<StepOutcome
   lag: checkLag,
 };
 
-/** Runs the steps in order and stops at the first that fails (an error fails its step too). */
+/**
+ * Runs every step in order, each whatever the others found (an error fails its step only):
+ * with the database down, topics and lag still report, which is what a database incident needs.
+ */
 async function runVerifySteps(context: VerifyContext): Promise<RenderedStep[]> {
   const reports: RenderedStep[] = [];
-  let failed = false;
   for (const step of VERIFY_STEPS) {
-    if (failed) {
-      reports.push({ step, status: 'not run', summary: '', data: null });
-      continue;
-    }
     let outcome: StepOutcome;
     try {
       outcome = await CHECKS[step](context);
     } catch (error) {
       outcome = { ok: false, summary: error instanceof Error ? error.message : String(error), data: null };
     }
-    failed = !outcome.ok;
     reports.push({ step, status: outcome.ok ? 'ok' : 'failed', summary: outcome.summary, data: outcome.data, details: outcome.details });
   }
   return reports;
@@ -202,8 +225,11 @@ function renderReport(reports: readonly RenderedStep[]): string {
     reports,
   );
   const details = reports.flatMap((report) => (report.details === undefined ? [] : [report.details]));
-  const failed = reports.find((report) => report.status === 'failed');
-  const verdict = failed ? `verify FAILED at step ${failed.step}: ${failed.summary}` : 'verify: everything holds';
+  const failed = reports.filter((report) => report.status === 'failed');
+  const verdict =
+    failed.length > 0
+      ? failed.map((report) => `verify FAILED at step ${report.step}: ${report.summary}`).join('\n')
+      : 'verify: everything holds';
   return `${[steps, ...details].join('\n')}\n${verdict}\n`;
 }
 
@@ -232,8 +258,9 @@ export const verify: Command = {
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
   help: `Usage: storage-consumer verify [--stage S | --max-lag N] [--json]
 
-Checks, in this order, and stops at the first check that fails, naming it:
-  schema        every migration applied, checksums match
+Runs every check, in this order, each whatever the others found, and names each that failed:
+  schema        every migration applied, checksums match, and the live tables, columns and
+                unique keys are the ones the applied migrations define (drift is named)
   topics        each pipeline's topic exists with ${TOPIC_PARTITIONS} partitions
   messages      messages on each topic and rows in each table (reported; an idle topic is fine)
   dead-letters  dead letters per pipeline and reason (reported)
@@ -242,8 +269,8 @@ Checks, in this order, and stops at the first check that fails, naming it:
 The pipelines are those of STORAGE_PIPELINES (all three by default). Exit 0 only when every
 check holds, 1 when one failed.
 
-  --stage S     the lag thresholds of the offset-lag alarms of stage S (${STAGES.join(', ')});
-                default ${DEFAULT_VERIFY_STAGE}: ${formatThresholds(LAG_ALARM_THRESHOLDS[DEFAULT_VERIFY_STAGE])}
+  --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
+                offset-lag alarms; default thresholds ${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(LAG_ALARM_THRESHOLDS[DEFAULT_VERIFY_STAGE])}
   --max-lag N   one threshold for every group instead
   --json        the whole report as JSON
 `,
@@ -251,7 +278,7 @@ check holds, 1 when one failed.
     const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' }, stage: { type: 'string' } });
     if (!parsed) return EXIT.ok;
     const maxLag = lagThresholds(parsed.values.stage, parsed.values['max-lag']);
-    const host = loadHostSettings(io.env);
+    const host = loadHostSettings(applyStage(io, parsed.values.stage).env);
     const pool = createPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
     let connected: Promise<Admin> | undefined;

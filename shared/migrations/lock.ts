@@ -10,6 +10,15 @@ import type { MigrationLogger } from './types.js';
 const WAITED_TOO_LONG: ReadonlySet<string | undefined> = new Set(['55P03', '57014']);
 
 /**
+ * Who holds the migration lock: an advisory lock on a bigint key shows in pg_locks as classid
+ * (high 32 bits) and objid (low 32 bits). docs/operations.md quotes this query.
+ */
+const HOLDER_QUERY = `SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, a.state, a.query_start, left(a.query, 80) AS query
+  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint`;
+
+/**
  * Runs `work` while holding the migration advisory lock on `client`.
  *
  * The lock is session-level on purpose: a transaction-scoped lock would be released when the
@@ -25,7 +34,17 @@ export async function withMigrationLock<T>(
 ): Promise<T> {
   const key = MIGRATION_LOCK_KEY.toString();
   try {
-    await client.query('SELECT pg_advisory_lock($1::bigint)', [key]);
+    const free = await client.query<{ taken: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS taken', [key]);
+    if (free.rows[0]?.taken !== true) {
+      // Say who holds it before a wait of up to STORAGE_MIGRATION_LOCK_TIMEOUT_MS.
+      const holders = await client.query(HOLDER_QUERY, [key]);
+      logger.info('waiting for the migration lock, held by another runner', {
+        lock: key,
+        waitMs: lockTimeoutMs,
+        holders: holders.rows,
+      });
+      await client.query('SELECT pg_advisory_lock($1::bigint)', [key]);
+    }
   } catch (error) {
     const waitedTooLong = error instanceof pg.DatabaseError && WAITED_TOO_LONG.has(error.code);
     throw new MigrationError(

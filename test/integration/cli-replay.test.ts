@@ -30,9 +30,11 @@ interface PositionJson {
 }
 interface ReplayJson {
   pipeline: string;
-  to: string;
+  to: Record<string, string>;
   replayed: boolean;
-  skipped: number;
+  refused: boolean;
+  auditId: string | null;
+  skipped: string;
   before: PositionJson;
   after: PositionJson | null;
 }
@@ -121,11 +123,20 @@ describe('replay reviews', () => {
     // Assess: the offsets before and after, and no other group moved
     expect(replayed.code).toBe(0);
     const report = JSON.parse(replayed.stdout) as ReplayJson;
-    expect(report).toMatchObject({ pipeline: 'reviews', to: 'earliest', replayed: true });
+    expect(report).toMatchObject({ pipeline: 'reviews', to: { kind: 'earliest' }, replayed: true, refused: false, auditId: expect.any(String) });
     expect(report.before.partitions.map((partition) => partition.committed)).toEqual(asStrings(ends));
     expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['0', '0', '0']);
     expect(report.after?.lag).toBe(Number([...ends.values()].reduce((sum, end) => sum + end, 0n)));
     expect(asStrings(await committedOffsets(admin, names.groups.reviews, names.topics.reviews))).toEqual(['0', '0', '0']);
+    // The audit entry, written right after the offsets changed: offsets before and after per partition
+    const entry = await schema.pool.query<{ command: string; arguments: Record<string, unknown>; outcome: { partitions: unknown[] } }>(
+      'SELECT command, arguments, outcome FROM operator_actions WHERE id = $1',
+      [report.auditId],
+    );
+    expect(entry.rows[0]).toMatchObject({ command: 'replay', arguments: { pipeline: 'reviews', group: names.groups.reviews, to: { kind: 'earliest' } } });
+    expect(entry.rows[0]?.outcome.partitions).toEqual(
+      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => ({ topic: names.topics.reviews, partition, before: end.toString(), after: '0' })),
+    );
     expect(await committedOffsets(admin, names.groups['app-stats'], names.topics['app-stats'])).toEqual(appStatsBefore);
     expect(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).toEqual(networkBefore);
 
@@ -154,13 +165,15 @@ describe('replay reviews', () => {
 
     // Assess: refused, every partition named with its count, nothing moved
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`replay would move group ${names.groups.reviews} forward past 6 message(s) it never consumed`);
+    expect(refused.stderr).toContain(`replay would move group ${names.groups.reviews} forward past 6 offset(s) the group has not committed`);
     for (const partition of [0, 1, 2]) {
       const end = ends.get(partition) as bigint;
-      expect(refused.stderr).toContain(`partition ${partition}: 2 message(s) (offsets ${end - 2n} to ${end - 1n})`);
+      expect(refused.stderr).toContain(`partition ${partition}: 2 offset(s) (${end - 2n} to ${end - 1n})`);
     }
     expect(refused.stderr).toContain('nothing was changed. Give --allow-skip');
-    expect(refused.stdout).toContain('not reset to latest:');
+    // stdout leads with the reason, then the plan that was not applied
+    expect(refused.stdout).toMatch(new RegExp(`^refused: replay would move group ${names.groups.reviews} forward past 6 offset`));
+    expect(refused.stdout).toContain('plan, not applied: reset to latest:');
     // The dry run prints before and after and changes nothing
     expect(dryRun.code).toBe(0);
     expect(dryRun.stdout).toContain('dry run, nothing changed: would reset to latest:');
@@ -169,8 +182,9 @@ describe('replay reviews', () => {
     expect(rows.slice(2)).toEqual(
       [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
     );
-    expect(dryRunRefused.code).toBe(0);
-    expect(JSON.parse(dryRunRefused.stdout)).toMatchObject({ dryRun: true, replayed: false, skipped: 6, refusal: expect.stringContaining('--allow-skip'), after: null });
+    // A dry run exits as the real run would: 1 when refused
+    expect(dryRunRefused.code).toBe(1);
+    expect(JSON.parse(dryRunRefused.stdout)).toMatchObject({ dryRun: true, replayed: false, refused: true, skipped: '6', refusal: expect.stringContaining('--allow-skip'), after: null });
     expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
   });
 
@@ -188,7 +202,8 @@ describe('replay reviews', () => {
     expect(replayed.stdout).toContain('reset to latest:');
     const rows = tableRows(replayed.stdout.slice(replayed.stdout.indexOf('reset to latest:')));
     expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG', 'SKIPPED']);
-    expect(rows.slice(2)).toEqual(
+    expect(replayed.stdout).toMatch(/\naudit entry \d+ written\n$/);
+    expect(rows.slice(2, 5)).toEqual(
       [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
     );
     const [group] = (JSON.parse(lag.stdout) as { groups: PositionJson[] }).groups;
@@ -212,17 +227,17 @@ describe('replay reviews', () => {
     // Assess
     expect(backwards.code).toBe(0);
     expect(JSON.parse(backwards.stdout)).toMatchObject({
-      to: `offset ${back}`,
+      to: { kind: 'offset', offset: back },
       partition: 1,
       replayed: true,
-      skipped: 0,
-      plan: [{ partition: 1, before: end1.toString(), after: back, skipped: 0 }],
+      skipped: '0',
+      plan: [{ partition: 1, before: end1.toString(), after: back, skipped: '0' }],
     });
     expect(afterRefusal).toEqual(new Map([...before, [1, end1 - 1n]]));
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`forward past 1 message(s) it never consumed, which would then never be stored: partition 1: 1 message(s) (offsets ${back} to ${back})`);
+    expect(refused.stderr).toContain(`forward past 1 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 1: 1 offset(s) (${back} to ${back})`);
     expect(skipped.code).toBe(0);
-    expect(JSON.parse(skipped.stdout)).toMatchObject({ replayed: true, skipped: 1, plan: [{ partition: 1, before: back, after: end1.toString(), skipped: 1 }] });
+    expect(JSON.parse(skipped.stdout)).toMatchObject({ replayed: true, skipped: '1', plan: [{ partition: 1, before: back, after: end1.toString(), skipped: '1' }] });
     expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
   });
 
@@ -257,21 +272,60 @@ describe('replay to a timestamp', () => {
       })),
     );
 
-    // Act: the group never committed, so it would read from offset 0: moving to 5 skips 0-4
-    const refused = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30'], env);
-    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--json'], env);
+    // Act: the group does not exist yet: refused unless --create-group (a mistyped name would
+    // create a group silently). It never committed, so it would read from offset 0: moving to 5
+    // skips 0-4.
+    const missing = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--dry-run'], env);
+    const refused = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--create-group'], env);
+    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--create-group', '--json'], env);
 
     // Assess
+    expect(missing.code).toBe(1);
+    expect(missing.stdout, missing.stderr).toMatch(new RegExp(`^dry run: would be refused: group ${names.groups.reviews} does not exist`));
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('forward past 5 message(s) it never consumed, which would then never be stored: partition 0: 5 message(s) (offsets 0 to 4)');
+    expect(refused.stderr).toContain('forward past 5 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 0: 5 offset(s) (0 to 4)');
     expect(replayed.code).toBe(0);
     const report = JSON.parse(replayed.stdout) as ReplayJson;
-    expect(report.to).toBe('2026-11-30T06:00:05.000Z');
+    expect(report.to).toEqual({ kind: 'timestamp', at: '2026-11-30T06:00:05.000Z' });
     expect(report.before.partitions.map((partition) => partition.committed)).toEqual([null, null, null]);
     expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['5', '0', '0']);
     const [end] = await admin.fetchTopicOffsets(names.topics.reviews).then((offsets) => offsets.filter((offset) => offset.partition === 0));
     expect(report.after?.lag).toBe(Number(end?.high) - 5);
-    expect(report.skipped).toBe(5);
+    expect(report.skipped).toBe('5');
+  });
+
+  it('finds the right offsets while producers write, and takes a duration (--to 24h)', async () => {
+    // Prepare: an existing group with committed offsets, and a producer writing all along
+    const names = await createTestPipelines('cli-replay-busy');
+    const env = environment(names);
+    await produce(names.topics.reviews, jsonMessages(Array.from({ length: 6 }, (_, index) => ({ ...sampleReview(), review_id: `busy:${index}` }))));
+    const seeded = await runCli(['replay', 'reviews', '--to', 'earliest', '--create-group'], env);
+    expect(seeded.code).toBe(0);
+    let writing = true;
+    const writer = (async () => {
+      for (let index = 0; writing; index += 1) {
+        await produce(names.topics.reviews, jsonMessages([{ ...sampleReview(), review_id: `busy:more-${index}` }]));
+      }
+    })();
+
+    // Act: six tries, each to an instant after every message (the end), and a duration
+    const tries = [];
+    try {
+      for (let attempt = 0; attempt < 6; attempt += 1) {
+        tries.push(await runCli(['replay', 'reviews', '--to', new Date(Date.now() + 3_600_000).toISOString(), '--allow-skip', '--dry-run', '--json'], env));
+      }
+      tries.push(await runCli(['replay', 'reviews', '--to', '24h', '--dry-run', '--json'], env));
+    } finally {
+      writing = false;
+      await writer;
+    }
+
+    // Assess: never refused as "outside the partition"
+    for (const run of tries) {
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+    }
+    expect((JSON.parse(tries.at(-1)?.stdout ?? '{}') as ReplayJson).to).toEqual({ kind: 'timestamp', at: expect.stringMatching(/Z$/) });
   });
 
   it('refuses a bad pipeline or target before touching Kafka (exit 2)', async () => {
@@ -279,6 +333,7 @@ describe('replay to a timestamp', () => {
     expect((await runCli(['replay', 'reviews'], env)).code).toBe(2);
     expect((await runCli(['replay', 'comments', '--to', 'earliest'], env)).code).toBe(2);
     expect((await runCli(['replay', 'reviews', '--to', 'yesterday'], env)).code).toBe(2);
+    expect((await runCli(['replay', 'reviews', '--to', 'earliest', '--stage', 'moon'], env)).code).toBe(2);
     expect((await runCli(['replay', 'reviews', '--to', '2026-02-30T00:00:00Z'], env)).code).toBe(2);
   });
 });

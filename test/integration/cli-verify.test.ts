@@ -214,11 +214,49 @@ describe('verify fails at the step that broke', () => {
       expect(code).toBe(1);
       expect(report.failedStep).toBe('schema');
       expect(report.steps[0]?.summary).toBe('not applied: 0006_pipeline_pauses.sql');
-      expect(report.steps.slice(1).map((step) => step.status)).toEqual(['not run', 'not run', 'not run', 'not run']);
+      // Every independent check still ran and reported
+      expect(report.steps.slice(1).map((step) => step.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
       expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0006_pipeline_pauses.sql');
     } finally {
       await behind.drop();
     }
+  });
+
+  it('schema drift: a table or column an applied migration defines is missing; verify and migrate name it and exit 1', async () => {
+    // Prepare: every migration recorded, then network_metrics dropped and a column removed
+    const drifted = await createMigratedSchema([], 'cliverifydrift');
+    try {
+      await drifted.pool.query('DROP TABLE network_metrics; ALTER TABLE reviews DROP COLUMN sentiment');
+      const names = await createTestPipelines('cli-verify-drift');
+
+      // Act
+      const { code, report } = await verifyJson(environment(names, drifted.url));
+      const migrated = await runCli(['migrate'], { DATABASE_URL: drifted.url });
+
+      // Assess
+      expect(code).toBe(1);
+      expect(report.failedStep).toBe('schema');
+      expect(report.steps[0]?.summary).toContain('table network_metrics is missing though migration 0003 is recorded');
+      expect(report.steps[0]?.summary).toContain('column reviews.sentiment is missing though migration 0002 is recorded');
+      expect(migrated.code).toBe(1);
+      expect(migrated.stderr).toContain('table network_metrics is missing though migration 0003 is recorded');
+    } finally {
+      await drifted.drop();
+    }
+  });
+
+  it('with the database down, topics and lag still run and report', async () => {
+    const names = await createTestPipelines('cli-verify-dbdown');
+    const { code, report } = await verifyJson(environment(names, 'postgres://postgres@127.0.0.1:1/nowhere'));
+
+    expect(code).toBe(1);
+    expect(report.steps.map((step) => [step.step, step.status])).toEqual([
+      ['schema', 'failed'],
+      ['topics', 'ok'],
+      ['messages', 'failed'],
+      ['dead-letters', 'failed'],
+      ['lag', 'ok'],
+    ]);
   });
 
   it('topics: a topic with 1 partition', async () => {
@@ -237,7 +275,7 @@ describe('verify fails at the step that broke', () => {
     expect(report.failedStep).toBe('topics');
     expect(report.steps[0]?.status).toBe('ok');
     expect(report.steps[1]?.summary).toBe(`topic ${narrow} has 1 partition(s), 3 required`);
-    expect(report.steps.slice(2).every((step) => step.status === 'not run')).toBe(true);
+    expect(report.steps.slice(2).every((step) => step.status !== 'not run')).toBe(true);
   });
 
   it('topics: a topic that does not exist', async () => {

@@ -64,6 +64,7 @@ describe('a connection whose packets are silently dropped', () => {
     // Prepare: a warm pool with its one connection, then the network drops that connection
     const { runtime, logger } = pipelineThroughProxy();
     await processBatch(reviews('warm', 0), runtime, { remainingMs: () => 60_000 });
+    const droppedBefore = proxy.droppedFromClients().length;
     proxy.blackholeExisting();
 
     // Act: the invocation that meets the hang is abandoned (as Lambda abandons one at its
@@ -84,6 +85,11 @@ describe('a connection whose packets are silently dropped', () => {
     expect(nextMs).toBeLessThan(15_000);
     const retries = logger.lines.filter((line) => line.message.startsWith('transient database error'));
     expect(retries.some((line) => String(line.extra.error).includes('Query read timeout'))).toBe(true);
+    // One query timeout per attempt: the timed-out client is destroyed, no ROLLBACK is sent on it
+    // (it would hang a second timeout on the dead connection first).
+    const sentIntoTheHang = proxy.droppedFromClients().subarray(droppedBefore);
+    expect(sentIntoTheHang.includes(Buffer.from('BEGIN'))).toBe(true);
+    expect(sentIntoTheHang.includes(Buffer.from('ROLLBACK'))).toBe(false);
   });
 
   it('hands a batch back when the hang eats the invocation, and the next invocation stores it', async () => {
@@ -130,6 +136,41 @@ describe('a connection whose packets are silently dropped', () => {
     expect(hungMs).toBeLessThan(10_000);
     expect(healed).toEqual({ kind: 'response', payload: { batchItemFailures: [] } });
     expect(await storedReviews('host')).toBe(3);
+  });
+});
+
+describe('a COMMIT whose acknowledgement is lost', () => {
+  it('counts a new poison record as dead-lettered (not already_dead_lettered) when the retry meets its own letter; a replay counts it as already stored', async () => {
+    // Prepare: a good review and a poison record; the first attempt's COMMIT is applied by the
+    // server, and the connection is cut before its answer reaches the client
+    const { runtime, logger } = pipelineThroughProxy();
+    const batch = () =>
+      lambdaEvent('reviews', [
+        { offset: 500, value: { ...sampleReview(), review_id: 'commit-lost-1' } },
+        { offset: 501, value: '{"review_id": "commit-lost-poison", ' },
+      ]);
+    const cut = proxy.cutAfterNextCommit();
+
+    // Act
+    const first = await processBatch(batch(), runtime, { remainingMs: () => 60_000 });
+    await cut;
+    const replayed = await processBatch(batch(), runtime, { remainingMs: () => 60_000 });
+
+    // Assess: two attempts; the letter stored by the first (lost ack) counts as new
+    expect(first.report).toMatchObject({ attempts: 2, failed: false, deadLettered: 1, alreadyDeadLettered: 0, skipped: 1 });
+    const letters = await schema.pool.query<{ reason: string; invocation_id: string | null }>(
+      "SELECT reason, invocation_id FROM dead_letter_events WHERE kafka_offset = 501 AND topic = 'reviews'",
+    );
+    expect(letters.rows).toHaveLength(1);
+    expect(letters.rows[0]?.invocation_id).toMatch(/^[0-9a-f-]{36}$/);
+    // A replay of the same records: already stored, one INFO line with the count, no WARN
+    expect(replayed.report).toMatchObject({ attempts: 1, deadLettered: 0, alreadyDeadLettered: 1 });
+    const warned = logger.lines.filter((line) => line.message === 'message dead-lettered');
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.extra).toMatchObject({ offset: 501, reason: 'invalid_json' });
+    expect(logger.lines.filter((line) => line.message === 'dead letters already stored').map((line) => line.extra)).toEqual([
+      { pipeline: 'reviews', count: 1, byReason: { invalid_json: 1 } },
+    ]);
   });
 });
 

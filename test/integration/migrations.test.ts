@@ -396,7 +396,11 @@ describe('one migration connection for every entry point', () => {
     const waitedMs = Date.now() - started;
 
     // Assess
-    expect(waiting.stderr).toBe('');
+    // It says it waits, and for whom, instead of minutes of silence
+    const waitLine = JSON.parse(waiting.stderr.split('\n')[0] ?? '{}') as { level: string; message: string; holders: Array<{ application_name: string }> };
+    expect(waitLine).toMatchObject({ level: 'INFO', message: 'waiting for the migration lock, held by another runner' });
+    expect(waitLine.holders.map((holder) => holder.application_name)).toEqual(['storage-consumer/migrate']);
+    expect(waiting.stderr.trim().split('\n')).toHaveLength(1);
     expect(waiting.code).toBe(0);
     expect(waitedMs).toBeGreaterThan(30_000);
     expect((JSON.parse(waiting.stdout) as MigrationReport).applied.map((file) => file.version)).toEqual(VERSIONS);

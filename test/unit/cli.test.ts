@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../cli/command.js';
 import { COMMANDS, main } from '../../cli/main.js';
@@ -104,6 +105,13 @@ describe('the command line', () => {
     expect(unknown.stderr).toContain('unknown command "frobnicate"');
   });
 
+  it('prints its version with --version (the package.json version)', async () => {
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const run = await cli('--version');
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe(`storage-consumer ${version}\n`);
+  });
+
   it('has --help on every command and dlq subcommand', async () => {
     const names = [...COMMANDS.map((command) => [command.name]), ['dlq', 'list'], ['dlq', 'show'], ['dlq', 'redrive'], ['dlq', 'purge']];
     for (const name of names) {
@@ -117,6 +125,11 @@ describe('the command line', () => {
     const cases: string[][] = [
       ['verify', '--max-lag', 'lots'],
       ['verify', '--stage', 'moon'],
+      ['replay', 'reviews', '--to', 'earliest', '--stage', 'moon'],
+      ['peek', 'reviews', '--partition', '0'],
+      ['peek', 'reviews', '--partition', '0', '--offset', '1', '--count', '0'],
+      ['audit', '--since', 'yesterday'],
+      ['dlq', 'purge', '--older-than', '30d', '--expect', '1:xyz', '--yes'],
       ['verify', '--stage', 'dev', '--max-lag', '3'],
       ['verify', 'extra'],
       ['lag', '--pipeline', 'comments'],

@@ -39,7 +39,7 @@ describe('planReplay', () => {
       [2, 5n, 25n, 5n],
     ]);
     expect(describeSkips(steps)).toBe(
-      'partition 0: 10 message(s) (offsets 40 to 49); partition 1: 20 message(s) (offsets 10 to 29); partition 2: 5 message(s) (offsets 20 to 24)',
+      'partition 0: 10 offset(s) (40 to 49); partition 1: 20 offset(s) (10 to 29); partition 2: 5 offset(s) (20 to 24)',
     );
   });
 

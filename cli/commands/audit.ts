@@ -1,0 +1,65 @@
+import { listOperatorActions } from '../../shared/operator-actions.js';
+import type { OperatorActionEntry } from '../../shared/operator-actions.js';
+import type { CliIo, Command } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { withDatabase } from '../context.js';
+import { renderJson, renderTable } from '../output.js';
+import { parseSince } from '../time.js';
+
+const DEFAULT_LIMIT = 100;
+
+/** One line of an entry's outcome for the table: counts, partitions moved, ranges skipped. */
+function outcomeText(entry: OperatorActionEntry): string {
+  const parts: string[] = [];
+  const { counts, partitions, skipped } = entry.outcome;
+  if (counts) parts.push(Object.entries(counts).map(([name, value]) => `${name} ${value}`).join(', '));
+  if (partitions && partitions.length > 0) parts.push(partitions.map((p) => `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}`).join(' '));
+  if (skipped && skipped.length > 0) parts.push(`skipped ${skipped.map((range) => `p${range.partition} [${range.from}, ${range.to})`).join(' ')}`);
+  for (const [key, value] of Object.entries(entry.outcome)) {
+    if (!['counts', 'partitions', 'skipped', 'groups', 'digest', 'ids'].includes(key)) parts.push(`${key} ${JSON.stringify(value)}`);
+  }
+  return parts.join('; ');
+}
+
+/** `audit [--since T] [--limit N] [--json]`: the operator actions recorded in `operator_actions`. */
+export const audit: Command = {
+  name: 'audit',
+  summary: 'list the audit trail: who replayed, purged, re-drove, paused or resumed what, and the outcome',
+  help: `Usage: storage-consumer audit [--since T] [--limit N] [--json]
+
+Lists the entries of the audit trail (table operator_actions), oldest first: when, who (the
+OS user@host, or STORAGE_ACTOR), the command, its arguments and its outcome (counts; committed
+offsets before and after per partition; offset ranges skipped). Every state-changing command
+writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
+
+  --since T   only entries since T: an ISO timestamp or a duration ago such as 24h, 7d
+  --limit N   the newest N entries (default ${DEFAULT_LIMIT})
+  --json      the entries as JSON, outcome and arguments whole
+`,
+  async run(args: readonly string[], io: CliIo): Promise<number> {
+    const parsed = parseCommandArgs(audit, args, io, { ...JSON_OPTION, since: { type: 'string' }, limit: { type: 'string' } });
+    if (!parsed) return EXIT.ok;
+    const since = parsed.values.since === undefined ? undefined : parseSince(parsed.values.since, '--since');
+    const limitText = parsed.values.limit ?? String(DEFAULT_LIMIT);
+    if (!/^\d+$/.test(limitText) || Number(limitText) < 1) throw new UsageError(`--limit must be a whole number >= 1, got ${JSON.stringify(limitText)}`);
+    const entries = await withDatabase(io, ({ pool }) => listOperatorActions(pool, { ...(since ? { since } : {}), limit: Number(limitText) }));
+    if (parsed.values.json === true) {
+      io.stdout(renderJson({ entries: entries.map((entry) => ({ ...entry, time: entry.time.toISOString() })) }));
+      return EXIT.ok;
+    }
+    io.stdout(
+      renderTable<OperatorActionEntry>(
+        [
+          { header: 'ID', value: (entry) => entry.id, align: 'right' },
+          { header: 'TIME', value: (entry) => entry.time.toISOString() },
+          { header: 'ACTOR', value: (entry) => entry.actor },
+          { header: 'COMMAND', value: (entry) => entry.command },
+          { header: 'ARGUMENTS', value: (entry) => JSON.stringify(entry.arguments) },
+          { header: 'OUTCOME', value: (entry) => outcomeText(entry) },
+        ],
+        entries,
+      ),
+    );
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,193 @@
+import { randomUUID } from 'node:crypto';
+import { logLevel } from 'kafkajs';
+import type { KafkaMessage } from 'kafkajs';
+import { toSourceRecord } from '../../host/batch.js';
+import { createKafka } from '../../host/kafka-connection.js';
+import { loadHostSettings } from '../../host/settings.js';
+import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
+import { parseKafkaEvent } from '../../shared/kafka-event.js';
+import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import type { KafkaRecord } from '../../shared/types.js';
+import type { CliIo, Command } from '../command.js';
+import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { renderJson } from '../output.js';
+import { parsePipeline } from './pipeline-option.js';
+
+const WHOLE_NUMBER = /^\d+$/;
+const DEFAULT_COUNT = 1;
+const MAX_COUNT = 100;
+/** How long peek waits for the records before it gives up. */
+const READ_TIMEOUT_MS = 30_000;
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Bytes as text when they are UTF-8, else as hex: `{encoding, text}`. */
+function bytesView(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: string } | null {
+  if (bytes === null) return null;
+  try {
+    return { encoding: 'utf8', text: utf8.decode(bytes) };
+  } catch {
+    return { encoding: 'hex', text: bytes.toString('hex') };
+  }
+}
+
+/** What peek reports of one record: as the host hands it to the pipeline, and the contract's verdict. */
+function inspect(pipeline: keyof typeof PIPELINE_DEFINITIONS, record: KafkaRecord) {
+  const verdict = record.rejection
+    ? { ok: false as const, rejection: record.rejection }
+    : (PIPELINE_DEFINITIONS[pipeline].decode(record.value) as { ok: true; message: unknown } | { ok: false; rejection: KafkaRecord['rejection'] });
+  return {
+    topic: record.topic,
+    partition: record.partition,
+    offset: String(record.offset),
+    timestamp: record.timestamp === null ? null : new Date(record.timestamp).toISOString(),
+    timestampType: record.timestampType,
+    key: bytesView(record.key),
+    headers: record.headers.map((header) => ({ name: header.name, value: bytesView(header.value) })),
+    valueBytes: record.value?.length ?? null,
+    value: bytesView(record.value),
+    contract: verdict.ok
+      ? { verdict: 'stored', fields: verdict.message }
+      : { verdict: 'dead-lettered', reason: verdict.rejection?.reason, detail: verdict.rejection?.detail, violations: verdict.rejection?.violations },
+  };
+}
+
+function renderRecord(view: ReturnType<typeof inspect>): string {
+  const show = (bytes: ReturnType<typeof bytesView>) => (bytes === null ? '(null)' : bytes.encoding === 'hex' ? `hex ${bytes.text}` : bytes.text);
+  const lines = [
+    `${view.topic}-${view.partition}@${view.offset}`,
+    `  timestamp  ${view.timestamp ?? '-'} (${view.timestampType ?? '-'})`,
+    `  key        ${show(view.key)}`,
+    `  headers    ${view.headers.length === 0 ? '(none)' : ''}`,
+    ...view.headers.map((header, index) => `    ${index + 1}. ${header.name} = ${show(header.value)}`),
+    `  value      ${view.valueBytes === null ? '(null)' : `${view.valueBytes} bytes`}`,
+    `    ${show(view.value)}`,
+  ];
+  if (view.contract.verdict === 'stored') {
+    lines.push('  contract   valid: the pipeline would store (if its package_name is registered) these fields:');
+    lines.push(...JSON.stringify(view.contract.fields, null, 2).split('\n').map((line) => `    ${line}`));
+  } else {
+    lines.push(`  contract   dead letter: reason ${view.contract.reason}, detail: ${view.contract.detail}`);
+    for (const violation of view.contract.violations?.kept ?? []) lines.push(`    - ${violation}`);
+    const more = (view.contract.violations?.total ?? 0) - (view.contract.violations?.kept.length ?? 0);
+    if (more > 0) lines.push(`    (+${more} more violation(s) not kept)`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** `peek <pipeline> --partition N --offset X [--count K]`: read records, store nothing. */
+export const peek: Command = {
+  name: 'peek',
+  summary: "read records of a pipeline's topic over the host's Kafka connection and show the contract's verdict; stores nothing",
+  help: `Usage: storage-consumer peek <pipeline> --partition N --offset X [--count K] [--json]
+
+Reads K records (default ${DEFAULT_COUNT}, at most ${MAX_COUNT}) of the pipeline's topic from offset X of partition N, over
+the same Kafka connection as the host (KAFKA_BROKERS, TLS, SASL PLAIN/SCRAM, MSK IAM), and prints
+for each: its key, its headers in wire order, its timestamp, its value (as text, or as hex when
+it is not UTF-8) and what the pipeline's contract makes of it: the decoded fields, or the
+dead-letter reason and detail (with every violation) it would get. Whether the package is
+registered is not checked (no database is used). Nothing is stored, no offset is committed, and
+no consumer group of the service is touched (a throw-away group reads, then is deleted).
+Exit 1 when the partition or offset does not exist.
+
+  --partition N  the partition
+  --offset X     the first offset to read
+  --count K      how many records (default ${DEFAULT_COUNT})
+  --json         the records as JSON
+`,
+  async run(args: readonly string[], io: CliIo): Promise<number> {
+    const parsed = parseCommandArgs(
+      peek,
+      args,
+      io,
+      { ...JSON_OPTION, partition: { type: 'string' }, offset: { type: 'string' }, count: { type: 'string' } },
+      { min: 1, max: 1 },
+    );
+    if (!parsed) return EXIT.ok;
+    const name = parsePipeline(parsed.positionals[0], '<pipeline>');
+    if (name === undefined) throw new UsageError('<pipeline> is required');
+    const { partition: partitionText, offset: offsetText, count: countText = String(DEFAULT_COUNT) } = parsed.values;
+    if (partitionText === undefined || !WHOLE_NUMBER.test(partitionText)) throw new UsageError('--partition N is required (a partition number)');
+    if (offsetText === undefined || !WHOLE_NUMBER.test(offsetText)) throw new UsageError('--offset X is required (an offset)');
+    if (!WHOLE_NUMBER.test(countText) || Number(countText) < 1 || Number(countText) > MAX_COUNT) {
+      throw new UsageError(`--count must be 1 to ${MAX_COUNT}, got ${JSON.stringify(countText)}`);
+    }
+    const partition = Number(partitionText);
+    const offset = BigInt(offsetText);
+    const host = loadHostSettings(io.env);
+    const { topic } = host.storage.pipelines[name];
+    const kafka = createKafka(host.kafka, { clientId: `${host.kafka.clientId}-peek`, logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+    const admin = kafka.admin();
+    await admin.connect();
+    const groupId = `${host.kafka.clientId}-peek-${randomUUID()}`;
+    let messages: KafkaMessage[];
+    try {
+      const ends = await admin.fetchTopicOffsets(topic);
+      const range = ends.find((candidate) => candidate.partition === partition);
+      if (range === undefined) throw new RefusedError(`topic ${topic} has no partition ${partition} (partitions ${ends.map((end) => end.partition).join(', ')})`);
+      const start = BigInt(range.low);
+      const end = BigInt(range.high);
+      if (offset < start || offset >= end) {
+        throw new RefusedError(`partition ${partition} of ${topic} holds offsets ${start} to ${end - 1n}${end === start ? ' (it is empty)' : ''}: there is no record at offset ${offset}`);
+      }
+      const wanted = Number(BigInt(Math.min(Number(countText), Number(end - offset))));
+      messages = await readRecords(kafka, groupId, topic, partition, offset, wanted);
+      await admin.deleteGroups([groupId]).catch(() => undefined);
+    } finally {
+      await admin.disconnect();
+    }
+    const event = buildKafkaEvent(messages.map((message) => toSourceRecord(topic, partition, message)));
+    const views = parseKafkaEvent(event).map((record) => inspect(name, record));
+    if (parsed.values.json === true) io.stdout(renderJson({ pipeline: name, topic, partition, records: views }));
+    else io.stdout(views.map(renderRecord).join('\n'));
+    return EXIT.ok;
+  },
+};
+
+/**
+ * `count` records of one partition from `offset`, read by a consumer of a throw-away group that
+ * never commits. kafkajs has no `assign()`: the consumer subscribes, seeks the partition and
+ * ignores the others.
+ */
+async function readRecords(
+  kafka: ReturnType<typeof createKafka>,
+  groupId: string,
+  topic: string,
+  partition: number,
+  offset: bigint,
+  count: number,
+): Promise<KafkaMessage[]> {
+  const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
+  const collected: KafkaMessage[] = [];
+  let finish!: () => void;
+  const done = new Promise<void>((resolve) => (finish = resolve));
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch }) => {
+        if (batch.partition !== partition) return;
+        for (const message of batch.messages) {
+          if (BigInt(message.offset) < offset || collected.length >= count) continue;
+          collected.push(message);
+        }
+        if (collected.length >= count) finish();
+      },
+    });
+    consumer.seek({ topic, partition, offset: offset.toString() });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`)), READ_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([done, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  } finally {
+    await consumer.disconnect();
+  }
+  return collected.slice(0, count);
+}

@@ -1,0 +1,34 @@
+import { envSuffix, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import type { CliIo } from '../command.js';
+import { UsageError } from '../command.js';
+import type { Stage } from '../lag-thresholds.js';
+import { STAGE_GROUPS, STAGES } from '../lag-thresholds.js';
+
+/** `--stage S`: look at the consumer groups stage S deploys (deploy/params.yml). */
+export const STAGE_OPTION = {
+  options: { stage: { type: 'string' } },
+  help: `  --stage S        the consumer group names of stage S (${STAGES.join(', ')}), as its deployment sets them
+                   (a STORAGE_GROUP_<PIPELINE> variable that is set wins)`,
+} as const;
+
+/** Checks a stage named on the command line. */
+function parseStage(stage: string): Stage {
+  if (!(STAGES as readonly string[]).includes(stage)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(stage)}`);
+  return stage as Stage;
+}
+
+/**
+ * The command's environment with the stage's group ids (`STORAGE_GROUP_<PIPELINE>`) where the
+ * variable is unset (an explicit variable wins, as it does for the host); unchanged without a
+ * stage. The output names every group it looked at.
+ */
+export function applyStage(io: CliIo, stage: string | undefined): CliIo {
+  if (stage === undefined) return io;
+  const groups = STAGE_GROUPS[parseStage(stage)];
+  const env: Record<string, string | undefined> = { ...io.env };
+  for (const pipeline of PIPELINE_NAMES) {
+    const variable = `STORAGE_GROUP_${envSuffix(pipeline)}`;
+    if (!env[variable]?.trim()) env[variable] = groups[pipeline];
+  }
+  return { ...io, env };
+}
