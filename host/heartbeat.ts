@@ -26,6 +26,8 @@ export function createHeartbeat(options: {
   readonly intervalMs: number;
   readonly logger: CoreLogger;
   readonly now?: () => number;
+  /** Told the time of each write that succeeded (the progress record keeps it for `/healthz`). */
+  readonly onWritten?: (at: number) => void;
 }): Heartbeat {
   const now = options.now ?? Date.now;
   const file = heartbeatFile(options.dir, options.pipeline);
@@ -55,6 +57,7 @@ export function createHeartbeat(options: {
       writeFile(file, `${new Date(at).toISOString()}\n`, (error) => {
         writing = false;
         if (error) warn(error);
+        else options.onWritten?.(at);
       });
     },
   };

@@ -4,7 +4,7 @@ import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
 import { handlePipelinesRequest } from './pipelines-api.js';
 import type { PipelinesTarget } from './pipelines-api.js';
-import type { HostState, Readiness } from './supervisor.js';
+import type { HostState, Liveness, Readiness } from './supervisor.js';
 import type { HttpSettings } from './settings.js';
 
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */
@@ -13,6 +13,7 @@ export const HTTP_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/met
 /** What the endpoint asks the host; `undefined` while the host is not created yet. */
 export interface EndpointTarget {
   state(): HostState;
+  liveness(): Liveness;
   readiness(): Promise<Readiness>;
   /** The pipeline status and control API (`/pipelines/...`). */
   readonly pipelinesApi?: PipelinesTarget;
@@ -25,9 +26,6 @@ export interface HttpEndpoint {
   close(): Promise<void>;
 }
 
-/** States in which the process is not alive in a liveness probe's sense: it is going away. */
-const NOT_ALIVE: ReadonlySet<HostState> = new Set(['Failing', 'Stopped']);
-
 function send(response: ServerResponse, status: number, body: unknown, contentType = 'application/json'): void {
   const text = typeof body === 'string' ? body : `${JSON.stringify(body)}\n`;
   response.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
@@ -36,11 +34,12 @@ function send(response: ServerResponse, status: number, body: unknown, contentTy
 
 /**
  * Serves the host's health and metrics over HTTP:
- * - `/healthz`: 200 while the process is alive and its event loop turns (an answer at all is
- *   the proof), 503 once a pipeline failed or the host stopped;
- * - `/readyz`: 200 only when every pipeline has joined its consumer group and its database
+ * - `/healthz`: 200 while every pipeline's heartbeat is fresh, by the rule of
+ *   `storage-consumer healthcheck` (see `Liveness` in ./supervisor.ts), else 503 naming why;
+ * - `/readyz`: 200 only when every pipeline is RUNNING (host/progress.ts) and its database
  *   answers, else 503 with a JSON body naming what is missing;
- * - `/metrics`: the Prometheus text format of `registry`.
+ * - `/metrics`: the Prometheus text format of `registry`; it never waits for Kafka or
+ *   PostgreSQL (every value is in memory).
  * A port that cannot be bound is a start-up error naming `STORAGE_HTTP_PORT`.
  */
 export async function startHttpEndpoint(
@@ -70,8 +69,10 @@ export async function startHttpEndpoint(
     const handle = async () => {
       switch (path) {
         case HTTP_PATHS.health: {
-          const state = host?.state() ?? 'Starting';
-          send(response, NOT_ALIVE.has(state) ? 503 : 200, { alive: !NOT_ALIVE.has(state), state });
+          const liveness: Liveness = host
+            ? host.liveness()
+            : { alive: false, state: 'Starting', maxAgeMs: 0, pipelines: {}, missing: ['host: Starting (no heartbeat written yet)'] };
+          send(response, liveness.alive ? 200 : 503, liveness);
           return;
         }
         case HTTP_PATHS.ready: {

@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BatchReport } from '../shared/batch-report.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
+import type { ProgressSnapshot, ProgressVerdict } from './progress.js';
 
 /**
  * The host's Prometheus metric names (an interface: dashboards and alerts use them). Labels
@@ -15,6 +17,11 @@ export const HOST_METRIC_NAMES = {
   commitFailures: 'storage_consumer_commit_failures_total',
   consumerLag: 'storage_consumer_consumer_lag',
   pipelineUp: 'storage_consumer_pipeline_up',
+  lagAge: 'storage_consumer_lag_age_seconds',
+  lastStored: 'storage_consumer_last_stored_timestamp_seconds',
+  inFlightAge: 'storage_consumer_inflight_batch_age_seconds',
+  consumerCrashes: 'storage_consumer_consumer_crashes_total',
+  buildInfo: 'storage_consumer_build_info',
 } as const;
 
 /** Values of the `outcome` label of `storage_consumer_records_total`. */
@@ -28,11 +35,26 @@ export type BatchResult = (typeof BATCH_RESULTS)[number];
 /** Batch duration buckets in seconds: a network-metrics batch in milliseconds up to a worst case with retries. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-/** One partition's lag as a scrape reads it. */
-export interface PartitionLag {
-  readonly pipeline: PipelineName;
-  readonly partition: number;
-  readonly lag: number;
+/** One pipeline as a scrape sees it: its progress record and the verdict on it, taken at once. */
+export interface PipelineView {
+  readonly snapshot: ProgressSnapshot;
+  readonly verdict: ProgressVerdict;
+}
+
+/**
+ * The version the host runs (package.json's), for `storage_consumer_build_info`: found next to
+ * the sources (host/) or next to the build (dist/cli/).
+ */
+export function buildVersion(): string {
+  for (const path of ['../package.json', '../../package.json']) {
+    try {
+      const parsed = JSON.parse(readFileSync(new URL(path, import.meta.url), 'utf8')) as { name?: unknown; version?: unknown };
+      if (parsed.name === 'storage-consumer' && typeof parsed.version === 'string') return parsed.version;
+    } catch {
+      // not here; the next place
+    }
+  }
+  return 'unknown';
 }
 
 /** What one pipeline reports into the host's metrics. */
@@ -45,8 +67,6 @@ export interface PipelineMetrics {
   batchDone(result: BatchResult, seconds: number): void;
   /** One offset commit that failed. */
   commitFailed(): void;
-  /** Whether the pipeline consumes: in its group and not failed. */
-  up(value: boolean): void;
 }
 
 /** The host's metrics registry, one set of series per pipeline. */
@@ -58,13 +78,15 @@ export interface HostMetrics {
 /**
  * Creates the host's registry: the `storage_consumer_*` metrics of {@link HOST_METRIC_NAMES}
  * plus prom-client's default process and event-loop metrics. Every pipeline's series exist from
- * the start at 0, so `rate()` and absent-series alerts work from the first scrape. `lag` is
- * asked at each scrape (the consumer lag gauge is read from the broker, not from the consumer,
- * so a stuck consumer still shows its growing lag); a failing `lag` leaves the gauge empty.
+ * the start, so `rate()` and absent-series alerts work from the first scrape. The gauges of a
+ * pipeline's state (up, lag, ages, crashes) are read from `view` at each scrape, synchronously:
+ * a scrape never waits for Kafka or PostgreSQL (the lag comes from the host's background
+ * reading, see host/supervisor.ts, and its age says how old it is).
  */
 export function createHostMetrics(
   pipelines: readonly PipelineName[],
-  lag: () => Promise<readonly PartitionLag[]> = async () => [],
+  view: () => readonly PipelineView[] = () => [],
+  now: () => number = Date.now,
 ): HostMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -99,29 +121,81 @@ export function createHostMetrics(
     labelNames: ['pipeline'] as const,
     registers: [registry],
   });
-  const up = new Gauge({
+  // One view per scrape, shared by the gauges below (prom-client collects them one after another).
+  let current: { at: number; views: ReadonlyMap<PipelineName, PipelineView> } | undefined;
+  const views = (): ReadonlyMap<PipelineName, PipelineView> => {
+    const at = now();
+    if (current === undefined || at - current.at > 50) current = { at, views: new Map(view().map((entry) => [entry.snapshot.pipeline, entry])) };
+    return current.views;
+  };
+  const perPipeline = (read: (entry: PipelineView | undefined, at: number) => number) =>
+    function collect(this: Gauge<'pipeline'>) {
+      const entries = views();
+      const at = now();
+      for (const pipeline of pipelines) this.set({ pipeline }, read(entries.get(pipeline), at));
+    };
+  new Gauge({
     name: HOST_METRIC_NAMES.pipelineUp,
-    help: '1 while the pipeline consumes (in its consumer group, not failed), else 0',
+    help: '1 while the pipeline is RUNNING (in its group, fetching, not stalled, not failed), else 0',
     labelNames: ['pipeline'] as const,
     registers: [registry],
+    collect: perPipeline((entry) => (entry?.verdict.up ? 1 : 0)),
   });
   new Gauge({
     name: HOST_METRIC_NAMES.consumerLag,
-    help: "Messages on the partition after the group's committed offset, read from the broker at scrape time",
+    help: "Messages on the partition after the group's committed offset, from the host's last background reading (see storage_consumer_lag_age_seconds)",
     labelNames: ['pipeline', 'partition'] as const,
     registers: [registry],
-    async collect() {
+    collect() {
       this.reset();
-      const positions = await lag().catch(() => [] as const);
-      for (const { pipeline, partition, lag: value } of positions) this.set({ pipeline, partition: String(partition) }, value);
+      for (const [pipeline, entry] of views()) {
+        for (const { partition, lag } of entry.snapshot.partitions) if (lag !== undefined) this.set({ pipeline, partition: String(partition) }, lag);
+      }
     },
   });
+  new Gauge({
+    name: HOST_METRIC_NAMES.lagAge,
+    help: 'Seconds since the lag was last read from the broker (since the start, while it never was)',
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect: perPipeline((entry, at) => (entry === undefined ? 0 : (at - (entry.snapshot.lagReadAt ?? entry.snapshot.createdAt)) / 1000)),
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.lastStored,
+    help: 'When the pipeline last stored a batch, seconds since the epoch (0: not since the start)',
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect: perPipeline((entry) => (entry?.snapshot.lastStoredAt ?? 0) / 1000),
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.inFlightAge,
+    help: "Age of the pipeline's oldest in-flight batch (first attempt to now), seconds; 0 when none",
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect: perPipeline((entry, at) => (entry?.verdict.oldestInFlight === undefined ? 0 : (at - entry.verdict.oldestInFlight.startedAt) / 1000)),
+  });
+  new Counter({
+    name: HOST_METRIC_NAMES.consumerCrashes,
+    help: "Crashes of the pipeline's kafkajs consumer (each is followed by a restart, or fails the pipeline)",
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect() {
+      const entries = views();
+      this.reset();
+      for (const pipeline of pipelines) this.inc({ pipeline }, entries.get(pipeline)?.snapshot.crashesTotal ?? 0);
+    },
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.buildInfo,
+    help: 'Always 1; the version label says which version of storage-consumer runs',
+    labelNames: ['version'] as const,
+    registers: [registry],
+  }).set({ version: buildVersion() }, 1);
   for (const pipeline of pipelines) {
     for (const outcome of RECORD_OUTCOMES) records.inc({ pipeline, outcome }, 0);
     for (const result of BATCH_RESULTS) batches.inc({ pipeline, result }, 0);
     retries.inc({ pipeline }, 0);
     commitFailures.inc({ pipeline }, 0);
-    up.set({ pipeline }, 0);
   }
   return {
     registry,
@@ -144,7 +218,6 @@ export function createHostMetrics(
           duration.observe({ pipeline }, seconds);
         },
         commitFailed: () => commitFailures.inc({ pipeline }),
-        up: (value) => up.set({ pipeline }, value ? 1 : 0),
       };
     },
   };

@@ -7,12 +7,14 @@ import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import { PipelineFailedError } from './errors.js';
-import type { Heartbeat } from './heartbeat.js';
 import { UnreadableBatchError } from './kafka-codecs.js';
+import { onFetchCompleted, unreadableBatchOf } from './kafka-fetch-probe.js';
 import type { InvocationResult, Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
+import { batchFields } from './progress.js';
+import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from './settings.js';
 
 /** Redelivery back-off never grows beyond this. */
@@ -56,8 +58,8 @@ export interface PipelineConsumer {
   start(): Promise<void>;
   /** Stops polling, lets the in-flight batch finish and commit, leaves the group, disconnects. */
   stop(): Promise<void>;
-  /** Whether the consumer holds its place in the group now, and whether the pipeline failed. */
-  status(): { readonly joined: boolean; readonly failed: boolean; readonly paused: boolean };
+  /** Fails the pipeline (once): logs `pipeline failed` and tells the supervisor. */
+  fail(message: string, cause?: unknown): void;
   /** This consumer's member id in its group since it last joined (`undefined` before). */
   memberId(): string | undefined;
   /**
@@ -68,6 +70,19 @@ export interface PipelineConsumer {
   setPaused(pause: PipelinePause | undefined): void;
 }
 
+/** Where an invocation's batch sits, for log lines and the progress record. */
+interface BatchPlace {
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: string;
+  readonly lastOffset: string;
+}
+
+/** The command that steps over an unreadable batch (docs/operations.md), for its log line. */
+export function skipCommand(pipeline: string, partition: number, lastOffset: string): string {
+  return `storage-consumer replay ${pipeline} --partition ${partition} --to-offset ${(BigInt(lastOffset) + 1n).toString()} --allow-skip`;
+}
+
 /** What a pipeline consumer is built from. */
 export interface PipelineConsumerOptions {
   readonly pipeline: PipelineSettings;
@@ -75,11 +90,12 @@ export interface PipelineConsumerOptions {
   readonly kafka: Kafka;
   readonly invoker: Invoker;
   readonly logger: CoreLogger;
-  readonly heartbeat: Heartbeat;
   /** Told once when the pipeline fails; the supervisor then stops every pipeline. */
   readonly onFailure: (error: PipelineFailedError) => void;
-  /** Where the pipeline's batches, commit failures and up/down state are counted. */
+  /** Where the pipeline's batches and commit failures are counted. */
   readonly metrics?: PipelineMetrics;
+  /** The pipeline's progress record (host/progress.ts): this consumer keeps it. */
+  readonly progress: PipelineProgress;
 }
 
 
@@ -91,7 +107,7 @@ export interface PipelineConsumerOptions {
  * (back-off with heartbeats, then a seek to the first uncommitted offset).
  */
 export function createPipelineConsumer(options: PipelineConsumerOptions): PipelineConsumer {
-  const { pipeline, settings, invoker, logger, heartbeat, metrics } = options;
+  const { pipeline, settings, invoker, logger, metrics, progress } = options;
   const heartbeatIntervalMs = Math.min(3_000, Math.floor(settings.sessionTimeoutMs / 3));
   const source = { eventSource: 'SelfManagedKafka' as const, bootstrapServers: settings.kafka.brokers.join(',') };
   const concurrency = settings.invoke.mode === 'lambda' ? 3 : settings.storage.database.poolMax;
@@ -122,10 +138,10 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
   });
 
-  const fail = (message: string, cause?: unknown) => {
+  const fail = (message: string, cause?: unknown, batch?: BatchPlace) => {
     if (failure) return;
-    failure = new PipelineFailedError(pipeline.name, message, { cause });
-    metrics?.up(false);
+    failure = new PipelineFailedError(pipeline.name, message, { cause, batch });
+    progress.failed(cause ?? failure);
     try {
       consumer.pause([{ topic: pipeline.topic }]);
     } catch {
@@ -134,8 +150,10 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     }
     logger.error('pipeline failed', {
       pipeline: pipeline.name,
+      ...(batch ? batchFields(batch) : {}),
       error: failure.message,
       cause: cause instanceof Error ? `${cause.name}: ${cause.message}` : cause === undefined ? undefined : String(cause),
+      stack: cause instanceof Error ? cause.stack : undefined,
     });
     options.onFailure(failure);
   };
@@ -149,38 +167,52 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     }
   };
 
-  const alive = () => heartbeat.beat();
-  for (const event of [consumer.events.FETCH_START, consumer.events.FETCH, consumer.events.HEARTBEAT, consumer.events.END_BATCH_PROCESS]) {
-    consumer.on(event, alive);
-  }
   // Whether the consumer holds an assignment: only then can a batch be in flight.
   let inGroup = false;
   let memberId: string | undefined;
   consumer.on(consumer.events.REBALANCING, () => {
     inGroup = false;
-    metrics?.up(false);
+    progress.left();
   });
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
     inGroup = true;
+    progress.joined(payload.memberAssignment[pipeline.topic] ?? []);
     memberId = payload.memberId;
-    metrics?.up(failure === undefined && !stopping);
-    alive();
     // kafkajs emits this inside the join, before the first fetch of the new assignment; a
     // consumer it restarted after a crash is a new one whose pause state is empty: pause again.
     if (pause) pauseFetching();
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
+  const stopWatchingFetches = onFetchCompleted(pipeline.topic, () => progress.fetched());
   consumer.on(consumer.events.CRASH, ({ payload }) => {
+    inGroup = false;
+    progress.crashed(payload.error);
     if (payload.restart || stopping) return;
     const codec = unreadableCodec(payload.error);
-    if (codec === undefined) fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
-    // The same bytes fail the same way on every start: say which codec and where, once.
-    else fail(`topic ${pipeline.topic} holds a record batch compressed with ${codec} that this host cannot read: ${payload.error.message}`, payload.error);
+    const unreadable = unreadableBatchOf(payload.error);
+    if (codec === undefined && unreadable === undefined) {
+      fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
+      return;
+    }
+    // The same bytes fail the same way on every start: say which codec and where, once, and
+    // how to step over the batch should Kafka's own clients not read it either.
+    const what = codec === undefined ? 'a record batch' : `a record batch compressed with ${codec}`;
+    if (unreadable === undefined) {
+      fail(`topic ${pipeline.topic} holds ${what} that this host cannot read: ${payload.error.message}`, payload.error);
+      return;
+    }
+    const { partition, baseOffset, lastOffset } = unreadable.location;
+    const reason = unreadable.cause instanceof Error ? unreadable.cause.message : String(unreadable.cause);
+    fail(
+      `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ${reason}; ` +
+        `if Kafka's own clients cannot read it either, step over it with: ${skipCommand(pipeline.name, partition, lastOffset)}`,
+      payload.error,
+      { topic: pipeline.topic, partition, firstOffset: baseOffset, lastOffset },
+    );
   });
 
   /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
   const heartbeatGroup = async (payload: EachBatchPayload): Promise<boolean> => {
-    alive();
     try {
       await payload.heartbeat();
       return true;
@@ -196,7 +228,6 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   /** Invokes with the group heartbeated meanwhile: kafkajs has no background heartbeat. */
   const invoke = async (hostEvent: HostEvent, payload: EachBatchPayload): Promise<InvocationResult> => {
     const timer = setInterval(() => {
-      alive();
       payload.heartbeat().catch(() => undefined);
     }, heartbeatIntervalMs);
     try {
@@ -206,23 +237,25 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     }
   };
 
-  const commit = async (payload: EachBatchPayload, offsets: readonly PartitionOffset[]) => {
+  const commit = async (payload: EachBatchPayload, offsets: readonly PartitionOffset[], place: BatchPlace) => {
     for (const { offset } of offsets) payload.resolveOffset((BigInt(offset) - 1n).toString());
     try {
       await payload.commitOffsetsIfNecessary({
         topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
       });
       commitFailuresInRow = 0;
+      for (const { partition, offset } of offsets) progress.committed(partition, offset);
     } catch (error) {
       commitFailuresInRow += 1;
       metrics?.commitFailed();
       logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
         pipeline: pipeline.name,
+        ...batchFields(place),
         offsets,
         failuresInRow: commitFailuresInRow,
         error: String(error),
       });
-      if (commitFailuresInRow >= MAX_COMMIT_FAILURES) fail(`${commitFailuresInRow} offset commits in a row failed`, error);
+      if (commitFailuresInRow >= MAX_COMMIT_FAILURES) fail(`${commitFailuresInRow} offset commits in a row failed`, error, place);
     }
   };
 
@@ -247,6 +280,13 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // starts with it.
       if (failure || pause || !payload.isRunning() || payload.isStale()) return;
       const [first] = hostEvent.partitions;
+      const place: BatchPlace = {
+        topic: batch.topic,
+        partition: batch.partition,
+        firstOffset: first?.offsets[0] ?? batch.firstOffset() ?? '',
+        lastOffset: first?.offsets.at(-1) ?? batch.lastOffset(),
+      };
+      const inFlight = progress.attemptStarted({ ...place, highWatermark: batch.highWatermark });
       if (hostEvent.oversized) {
         logger.warn('one record exceeds STORAGE_MAX_EVENT_BYTES on its own; it is sent alone', {
           pipeline: pipeline.name,
@@ -261,7 +301,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       if (result.kind === 'error' && result.fatal) {
         metrics?.batchDone('failed', seconds);
         const error = result.error;
-        fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error);
+        fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error, place);
         return;
       }
       const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
@@ -275,23 +315,33 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         });
       }
       // After a rebalance the partition belongs to someone else: drop the batch, commit nothing.
-      if (payload.isStale()) return;
-      if (decision.commit.length > 0) await commit(payload, decision.commit);
+      if (payload.isStale()) {
+        progress.dropped(batch.partition);
+        return;
+      }
+      if (decision.commit.length > 0) await commit(payload, decision.commit, place);
       if (decision.redeliver.length === 0) {
         failuresInRow.delete(batch.partition);
+        progress.stored(batch.partition, first?.next ?? place.lastOffset);
         if (!(await heartbeatGroup(payload))) return;
         continue;
       }
       const attempt = (failuresInRow.get(batch.partition) ?? 0) + 1;
       failuresInRow.set(batch.partition, attempt);
       const delayMs = redeliveryDelayMs(attempt, settings.invoke.retryBaseMs);
+      const why = result.kind === 'error' ? result.error : (decision.reason ?? decision.outcome);
+      progress.notStored(batch.partition, why);
       logger[decision.outcome === 'failed' ? 'error' : 'warn']('batch not stored; redelivering it after a back-off', {
         pipeline: pipeline.name,
+        ...batchFields(place),
         outcome: decision.outcome,
         reason: decision.reason,
+        error: result.kind === 'error' ? String(result.error) : undefined,
         committed: decision.commit,
         redeliverFrom: decision.redeliver,
         attempt,
+        batchAttempt: inFlight.attempt,
+        batchAgeMs: Date.now() - inFlight.startedAt,
         delayMs,
       });
       await backOff(payload, delayMs);
@@ -301,7 +351,9 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   };
 
   return {
+    fail: (message, cause) => fail(message, cause),
     async start() {
+      progress.consumerStarted();
       try {
         await consumer.connect();
         await consumer.subscribe({ topics: [pipeline.topic], fromBeginning: true });
@@ -326,7 +378,6 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         },
       });
     },
-    status: () => ({ joined: inGroup, failed: failure !== undefined, paused: pause !== undefined }),
     memberId: () => memberId,
     setPaused(next) {
       if ((next === undefined) === (pause === undefined)) {
@@ -334,6 +385,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         return;
       }
       pause = next;
+      progress.setPaused(next !== undefined);
       if (next) {
         pauseFetching();
         logger.info('pipeline paused: the batch in flight finishes and commits, then nothing is fetched', {
@@ -356,7 +408,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     async stop() {
       stopping = true;
-      metrics?.up(false);
+      stopWatchingFetches();
+      if (failure === undefined) progress.stopped();
       const disconnected = consumer.disconnect();
       if (inGroup) return disconnected;
       // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold

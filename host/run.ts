@@ -33,24 +33,24 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   let host: HostHandle | undefined = undefined;
   let endpoint: HttpEndpoint | undefined;
   let metrics = options.metrics;
-  if (settings.http.port !== 0) {
-    metrics ??= createHostMetrics(settings.storage.selectedPipelines, async () => (host ? host.lag() : []));
-    endpoint = await startHttpEndpoint(settings.http, metrics.registry, () => host);
-    logger.info('HTTP endpoint listening', { address: settings.http.host, port: endpoint.port, paths: Object.values(HTTP_PATHS) });
-  }
-  host = startHost(settings, { ...options, logger, metrics });
-  const started = host;
   let giveUp!: (code: number) => void;
   const gaveUp = new Promise<number>((resolve) => (giveUp = resolve));
   let received = 0;
   let firstAt = 0;
+  /** A stop signal that came before the host existed (while the HTTP endpoint was binding). */
+  let earlySignal: NodeJS.Signals | undefined;
+  // Installed before anything is awaited: a signal at any moment of the start stops it gracefully.
   const onSignal = (signal: NodeJS.Signals) => {
     if (received > 0 && signal === 'SIGINT' && Date.now() - firstAt < RELAYED_SIGINT_MS) return;
     received += 1;
     if (received === 1) {
       firstAt = Date.now();
+      if (host === undefined) {
+        earlySignal = signal;
+        return;
+      }
       logger.info('stop signal received; finishing in-flight batches', { signal, shutdownTimeoutMs: settings.shutdownTimeoutMs });
-      void started.stop(signal);
+      void host.stop(signal);
     } else {
       logger.error('second stop signal received; exiting now without waiting for in-flight batches', { signal });
       giveUp(EXIT_FAILED);
@@ -58,7 +58,17 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
-    return await Promise.race([started.done, gaveUp]);
+    if (settings.http.port !== 0) {
+      metrics ??= createHostMetrics(settings.storage.selectedPipelines, () => host?.progress() ?? []);
+      endpoint = await startHttpEndpoint(settings.http, metrics.registry, () => host);
+      logger.info('HTTP endpoint listening', { address: settings.http.host, port: endpoint.port, paths: Object.values(HTTP_PATHS) });
+    }
+    if (earlySignal !== undefined) {
+      logger.info('stop signal received while starting; nothing was in flight', { signal: earlySignal });
+      return 0;
+    }
+    host = startHost(settings, { ...options, logger, metrics });
+    return await Promise.race([host.done, gaveUp]);
   } finally {
     for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
     await endpoint?.close();

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable, requireVariable } from '../shared/env.js';
 import type { Environment } from '../shared/env.js';
@@ -68,6 +70,23 @@ export interface HeartbeatSettings {
   readonly intervalMs: number;
 }
 
+/** The bounds of the progress rules (host/progress.ts, docs/operations.md "Health and metrics of the host"). */
+export interface ProgressSettings {
+  /** `STORAGE_FETCH_UNREADY_AFTER_MS`: no completed fetch for this long makes a pipeline not ready. */
+  readonly fetchUnreadyAfterMs: number;
+  /** `STORAGE_FETCH_FAIL_AFTER_MS`: no completed fetch for this long fails the pipeline (exit 1). */
+  readonly fetchFailAfterMs: number;
+  /** `STORAGE_STALL_AFTER_MS`: lag and no stored batch for this long is a stall. */
+  readonly stallAfterMs: number;
+  /** `STORAGE_LAG_INTERVAL_MS`: how often the lag is read from the broker, in the background. */
+  readonly lagIntervalMs: number;
+  /** `STORAGE_LAG_TIMEOUT_MS`: one lag reading gives up after this long. */
+  readonly lagTimeoutMs: number;
+}
+
+/** The default heartbeat folder: the same wherever a command runs (the Dockerfile sets this path too). */
+export const DEFAULT_HEARTBEAT_DIR = join(tmpdir(), 'storage-consumer', 'heartbeats');
+
 /** The host's HTTP endpoint: `/healthz`, `/readyz`, `/metrics`. */
 export interface HttpSettings {
   /** `STORAGE_HTTP_PORT`, default {@link DEFAULT_HTTP_PORT}; 0 turns the endpoint off. */
@@ -129,6 +148,7 @@ export interface HostSettings {
   /** Largest event (JSON bytes) the host builds; a single larger record still goes alone. */
   readonly maxEventBytes: number;
   readonly heartbeat: HeartbeatSettings;
+  readonly progress: ProgressSettings;
   readonly invoke: InvokeSettings;
   /** Apply the SQL migrations before consuming (`STORAGE_MIGRATE_ON_START`). */
   readonly migrateOnStart: boolean;
@@ -257,9 +277,29 @@ function readInvoke(env: Environment, pipelines: readonly PipelineName[]): Invok
  */
 export function loadHeartbeatSettings(env: Environment = process.env): HeartbeatSettings & { pollTimeoutMs: number } {
   return {
-    dir: readVariable(env, 'STORAGE_HEARTBEAT_DIR', z.string().trim().min(1), '.data/heartbeats'),
+    dir: readVariable(env, 'STORAGE_HEARTBEAT_DIR', z.string().trim().min(1), DEFAULT_HEARTBEAT_DIR),
     intervalMs: readVariable(env, 'STORAGE_HEARTBEAT_INTERVAL_MS', positiveMs(100, 3_600_000), 5_000),
     pollTimeoutMs: readVariable(env, 'STORAGE_POLL_TIMEOUT_MS', positiveMs(10, 60_000), 1_000),
+  };
+}
+
+/** Reads the bounds of the progress rules; the failure bound must lie beyond the readiness bound. */
+export function loadProgressSettings(env: Environment = process.env): ProgressSettings {
+  const fetchUnreadyAfterMs = readVariable(env, 'STORAGE_FETCH_UNREADY_AFTER_MS', positiveMs(1_000, 3_600_000), 30_000);
+  const fetchFailAfterMs = readVariable(env, 'STORAGE_FETCH_FAIL_AFTER_MS', positiveMs(1_000, 86_400_000), 300_000);
+  if (fetchFailAfterMs <= fetchUnreadyAfterMs) {
+    throw new ConfigurationError(
+      `STORAGE_FETCH_FAIL_AFTER_MS=${fetchFailAfterMs} must be longer than STORAGE_FETCH_UNREADY_AFTER_MS=${fetchUnreadyAfterMs}: a pipeline is first not ready, then failed`,
+    );
+  }
+  const lagIntervalMs = readVariable(env, 'STORAGE_LAG_INTERVAL_MS', positiveMs(100, 3_600_000), 15_000);
+  const lagTimeoutMs = readVariable(env, 'STORAGE_LAG_TIMEOUT_MS', positiveMs(100, 600_000), 5_000);
+  return {
+    fetchUnreadyAfterMs,
+    fetchFailAfterMs,
+    stallAfterMs: readVariable(env, 'STORAGE_STALL_AFTER_MS', positiveMs(1_000, 86_400_000), 60_000),
+    lagIntervalMs,
+    lagTimeoutMs,
   };
 }
 
@@ -298,6 +338,7 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
     reportBatchItemFailures,
     maxEventBytes: readVariable(env, 'STORAGE_MAX_EVENT_BYTES', positiveMs(1_024, MAX_EVENT_BYTES), MAX_EVENT_BYTES),
     heartbeat,
+    progress: loadProgressSettings(env),
     invoke,
     migrateOnStart: readVariable(env, 'STORAGE_MIGRATE_ON_START', booleanVariable, false),
     http: loadHttpSettings(env),

@@ -7,16 +7,20 @@ import type { GroupPosition } from '../cli/kafka.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
-import { createHeartbeat } from './heartbeat.js';
+import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
 import type { KafkaClientOptions } from './kafka-connection.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
-import type { HostMetrics, PartitionLag, PipelineMetrics } from './metrics.js';
+import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
 import type { PipelineConsumer } from './pipeline-consumer.js';
 import { createPipelineConsumer } from './pipeline-consumer.js';
+import { PipelineFailedError } from './errors.js';
+import type { PipelineState } from './progress.js';
+import { batchFields, evaluateProgress, PipelineProgress } from './progress.js';
+import { watchProgress } from './progress-watch.js';
 import { buildPipelineStatus } from './pipeline-status.js';
 import type { PipelinesTarget } from './pipelines-api.js';
 import type { HostSettings } from './settings.js';
@@ -39,16 +43,21 @@ export interface HostOptions {
   readonly metrics?: HostMetrics;
 }
 
-/** One pipeline as readiness sees it. */
+/** One pipeline as readiness sees it (derived from its progress record). */
 export interface PipelineReadiness {
-  /** The consumer holds its place in its group (joined, not rebalancing). */
+  /** The pipeline's state (host/progress.ts). */
+  readonly state: PipelineState;
+  readonly ready: boolean;
+  /** The consumer holds its place in its group (joined, not rebalancing, not crashed). */
   readonly joined: boolean;
   readonly failed: boolean;
-  /** `ok`, the error of a database that does not answer, or why it was not checked. */
+  /** Paused by an operator (`pipeline_pauses`): still ready, fetching nothing. */
+  readonly paused: boolean;
+  /** `ok`, why the database does not answer (an error code, never a host or user name), or why it was not checked. */
   readonly database: string;
 }
 
-/** The answer of `/readyz`: ready only when every pipeline has joined its group and its database answers. */
+/** The answer of `/readyz`: ready only when every pipeline is RUNNING and its database answers. */
 export interface Readiness {
   readonly ready: boolean;
   readonly state: HostState;
@@ -73,12 +82,39 @@ export interface HostHandle {
   stop(reason?: string): Promise<number>;
   /** Resolves with the exit code once the host has stopped. Never rejects. */
   readonly done: Promise<number>;
-  /** Checks every pipeline's group membership and database (`/readyz`). Never rejects. */
+  /** Checks every pipeline's progress and database (`/readyz`). Never rejects. */
   readiness(): Promise<Readiness>;
-  /** Each pipeline's lag per partition, read from the broker (committed offset to end). */
-  lag(): Promise<PartitionLag[]>;
+  /** `/healthz`: the same rule as `storage-consumer healthcheck` (see {@link Liveness}). */
+  liveness(): Liveness;
+  /** Every pipeline's progress record and the verdict on it, now (`/metrics`, the status endpoint). */
+  progress(): PipelineView[];
   /** The pipeline status and control API (`/pipelines/...`). */
   readonly pipelinesApi: PipelinesTarget;
+}
+
+/**
+ * The answer of `/healthz`. A pipeline is alive while its heartbeat file was written within the
+ * health check's default limit (3 heartbeat intervals plus one poll timeout); the file is written
+ * while the pipeline has not failed or stopped. So `/healthz` fails exactly when `storage-consumer
+ * healthcheck` does (one rule, two transports), and also once the host is Failing or Stopped.
+ */
+export interface Liveness {
+  readonly alive: boolean;
+  readonly state: HostState;
+  readonly maxAgeMs: number;
+  /** Per pipeline: its state and the age of its heartbeat (ms; `null`: never written). */
+  readonly pipelines: Readonly<Partial<Record<PipelineName, { readonly state: PipelineState; readonly heartbeatAgeMs: number | null }>>>;
+  /** Why not alive, one line each; empty when alive. */
+  readonly missing: readonly string[];
+}
+
+/** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
+export function databaseProblem(error: unknown): string {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
+  if (error instanceof Error && error.name === 'DatabaseTimeout') return error.message;
+  if (error instanceof Error) return error.name;
+  return 'unknown error';
 }
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
@@ -139,8 +175,36 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   let pauseControl: PauseControl | undefined;
   let kafka: Kafka | undefined;
   let lagAdmin: Promise<Admin> | undefined;
-  /** Set once the host lets go of its lag admin: a scrape after that must not connect a new one. */
+  /** Set once the host lets go of its lag admin: a reading after that must not connect a new one. */
   let lagClosed = false;
+
+  // The progress records, their heartbeat files and their watches exist from the start, so the
+  // health check and `/healthz` agree from the first moment (a long migration included).
+  const bounds = settings.progress;
+  const records = settings.storage.selectedPipelines.map(
+    (name) => new PipelineProgress({ pipeline: name, topic: settings.storage.pipelines[name].topic, group: settings.storage.pipelines[name].group }),
+  );
+  const heartbeatMaxAgeMs = defaultMaxAgeMs(settings.heartbeat.intervalMs, settings.pollTimeoutMs);
+  const unwatch = records.map((progress, index) =>
+    watchProgress({
+      progress,
+      bounds,
+      logger,
+      attemptBudgetMs: settings.maxPollIntervalMs,
+      heartbeat: createHeartbeat({
+        dir: settings.heartbeat.dir,
+        pipeline: progress.pipeline,
+        intervalMs: settings.heartbeat.intervalMs,
+        logger,
+        onWritten: (at) => progress.beat(at),
+      }),
+      onFailed: (reason) => {
+        const consumer = consumers[index];
+        if (consumer) consumer.fail(reason);
+        else onFailure(new PipelineFailedError(progress.pipeline, reason));
+      },
+    }),
+  );
 
   const life = async (): Promise<number> => {
     const pipelines = settings.storage.selectedPipelines;
@@ -165,9 +229,9 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
               kafka,
               invoker,
               logger,
-              heartbeat: createHeartbeat({ dir: settings.heartbeat.dir, pipeline: name, intervalMs: settings.heartbeat.intervalMs, logger }),
               onFailure,
               metrics: pipelineMetrics,
+              progress: records[consumers.length] as PipelineProgress,
             }),
           );
         }
@@ -199,7 +263,9 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
             invokeMode: settings.invoke.mode,
           });
           reportRunning(true);
+          const stopReading = readLagInBackground();
           await Promise.race([stopRequested, failed]);
+          stopReading();
         }
       }
     } catch (error) {
@@ -207,7 +273,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     }
     reportRunning(false);
 
-    if (failure) enter('Failing', { error: failure.message, cause: failure.cause === undefined ? undefined : String(failure.cause) });
+    if (failure) {
+      const batch = failure instanceof PipelineFailedError && failure.batch ? batchFields(failure.batch) : {};
+      enter('Failing', { error: failure.message, ...batch, cause: failure.cause === undefined ? undefined : String(failure.cause) });
+    }
     else enter('Stopping', { reason: stopReason });
     const stopped = Promise.allSettled(consumers.map((consumer) => consumer.stop())).then(() => 'stopped' as const);
     const outcome = await Promise.race([stopped, after(settings.shutdownTimeoutMs)]);
@@ -224,6 +293,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     lagAdmin = undefined;
     await admin?.then((connected) => connected.disconnect()).catch(() => undefined);
     const exitCode = failure || outcome === 'timeout' ? EXIT_FAILED : EXIT_OK;
+    for (const [index, progress] of records.entries()) {
+      if (!failure) progress.stopped();
+      unwatch[index]?.();
+    }
     state = 'Stopped';
     logger.info('Stopped', { state: 'Stopped', exitCode });
     return exitCode;
@@ -237,13 +310,16 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`)), READINESS_DATABASE_TIMEOUT_MS);
+      timer = setTimeout(
+        () => reject(Object.assign(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`), { name: 'DatabaseTimeout' })),
+        READINESS_DATABASE_TIMEOUT_MS,
+      );
     });
     try {
       await Promise.race([invoker.ping(), timeout]);
       return 'ok';
     } catch (error) {
-      return error instanceof Error ? error.message || error.name : String(error);
+      return databaseProblem(error);
     } finally {
       clearTimeout(timer);
     }
@@ -260,17 +336,41 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
     const missing: string[] = [];
     if (state !== 'Running') missing.push(`host: ${state}`);
+    const views = progress();
     names.forEach((name, index) => {
-      const status = consumers[index]?.status() ?? { joined: false, failed: false };
+      const { snapshot, verdict } = views[index] as PipelineView;
       const database = databases[index] as string;
-      pipelines[name] = { ...status, database };
-      if (status.failed) missing.push(`${name}: failed`);
-      else if (!status.joined) missing.push(`${name}: not in its consumer group ${settings.storage.pipelines[name].group}`);
-      if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer (${database})`);
+      pipelines[name] = { state: verdict.state, ready: verdict.ready, joined: snapshot.inGroup, failed: verdict.state === 'FAILED', paused: snapshot.paused, database };
+      missing.push(...verdict.causes);
+      if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
     });
     return { ready: missing.length === 0, state, pipelines, missing };
   };
 
+  const progress = (): PipelineView[] => {
+    const now = Date.now();
+    return records.map((record) => {
+      const snapshot = record.snapshot();
+      return { snapshot, verdict: evaluateProgress(snapshot, bounds, now) };
+    });
+  };
+
+  const liveness = (): Liveness => {
+    const now = Date.now();
+    const pipelines: Partial<Record<PipelineName, { state: PipelineState; heartbeatAgeMs: number | null }>> = {};
+    const missing: string[] = [];
+    if (state === 'Failing' || state === 'Stopped') missing.push(`host: ${state}`);
+    for (const { snapshot, verdict } of progress()) {
+      const age = snapshot.lastBeatAt === undefined ? null : now - snapshot.lastBeatAt;
+      pipelines[snapshot.pipeline] = { state: verdict.state, heartbeatAgeMs: age };
+      if (age === null) missing.push(`${snapshot.pipeline}: no heartbeat written yet`);
+      else if (age > heartbeatMaxAgeMs) missing.push(`${snapshot.pipeline}: heartbeat ${age} ms old (limit ${heartbeatMaxAgeMs} ms; ${verdict.state})`);
+    }
+    return { alive: missing.length === 0, state, maxAgeMs: heartbeatMaxAgeMs, pipelines, missing };
+  };
+
+  /** One lag reading of every pipeline's group, from the broker (committed offset to end). */
+  /** The host's one admin client (lag readings, the status endpoint), connected on first use. */
   const connectedAdmin = async (): Promise<Admin> => {
     if (kafka === undefined || lagClosed) throw new Error(`the host is ${state}`);
     const client = kafka;
@@ -285,28 +385,50 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     });
   };
 
-  const lag = async (): Promise<PartitionLag[]> => {
-    if (kafka === undefined || lagClosed) return [];
+  const readLag = async (): Promise<void> => {
+    if (kafka === undefined || lagClosed) return;
     const admin = await connectedAdmin();
     const positions = await Promise.all(settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])));
-    return positions.flatMap((position, index) =>
-      position.partitions.map(({ partition, lag: value }) => ({
-        pipeline: settings.storage.selectedPipelines[index] as PipelineName,
-        partition,
-        lag: Number(value),
-      })),
+    if (lagClosed) return;
+    positions.forEach((position, index) =>
+      records[index]?.lagRead(position.partitions.map(({ partition, lag: value }) => ({ partition, lag: Number(value) }))),
     );
   };
 
-  const hostId = `${hostname()}:${process.pid}`;
-  const consumerOf = (name: PipelineName) => consumers[settings.storage.selectedPipelines.indexOf(name)];
-  const pipelineState = (name: PipelineName): string => {
-    const status = consumerOf(name)?.status();
-    if (status === undefined) return 'STARTING';
-    if (status.failed) return 'FAILED';
-    if (status.paused) return 'PAUSED';
-    return status.joined ? 'RUNNING' : 'STARTING';
+  /**
+   * Reads the lag every `STORAGE_LAG_INTERVAL_MS`, one reading at a time (a reading that hangs on a
+   * frozen broker is not joined by another), each given up after `STORAGE_LAG_TIMEOUT_MS`: scrapes
+   * answer from the last reading, and its age is a metric. Returns the function that stops it.
+   */
+  const readLagInBackground = (): (() => void) => {
+    let reading: Promise<void> | undefined;
+    let warned = false;
+    const tick = () => {
+      if (reading !== undefined || lagClosed) return;
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${bounds.lagTimeoutMs} ms (STORAGE_LAG_TIMEOUT_MS)`)), bounds.lagTimeoutMs);
+        timer.unref();
+      });
+      const attempt = readLag();
+      void Promise.race([attempt, timeout])
+        .then(() => (warned = false))
+        .catch((error: unknown) => {
+          if (!warned) logger.warn('cannot read the consumer lag from the broker; /metrics shows the last reading and its age', { error: String(error) });
+          warned = true;
+        })
+        .finally(() => clearTimeout(timer));
+      reading = attempt.catch(() => undefined).finally(() => (reading = undefined));
+    };
+    tick();
+    const interval = setInterval(tick, bounds.lagIntervalMs);
+    interval.unref();
+    return () => clearInterval(interval);
   };
+
+  const hostId = `${hostname()}:${process.pid}`;
+  const indexOf = (name: PipelineName) => settings.storage.selectedPipelines.indexOf(name);
+  /** The group as the broker describes it now, or why not (bounded: the status never hangs on a frozen broker). */
   const groupView = async (name: PipelineName): Promise<GroupPosition | { error: string }> => {
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -322,21 +444,22 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
   const pipelinesApi: PipelinesTarget = {
     pipelines: settings.storage.selectedPipelines,
-    summaries: () => settings.storage.selectedPipelines.map((name) => ({ pipeline: name, state: pipelineState(name), paused: pauseControl?.pauseOf(name) !== undefined })),
+    summaries: () => progress().map(({ snapshot, verdict }) => ({ pipeline: snapshot.pipeline, state: verdict.state, paused: snapshot.paused })),
     async status(name) {
-      const { topic, group } = settings.storage.pipelines[name];
+      const group = await groupView(name);
+      // Read after the broker answered: the record as it is when the answer leaves.
+      const view = progress()[indexOf(name)] as PipelineView;
       return buildPipelineStatus({
-        // No progress record on this host yet (issue 18): batch and error fields are left out, not guessed.
-        progress: undefined,
+        progress: view.snapshot,
         pipeline: name,
-        topic,
-        groupId: group,
-        state: pipelineState(name),
+        topic: settings.storage.pipelines[name].topic,
+        groupId: settings.storage.pipelines[name].group,
+        state: view.verdict.state,
         hostId,
-        memberId: consumerOf(name)?.memberId(),
+        memberId: consumers[indexOf(name)]?.memberId(),
         pause: pauseControl?.pauseOf(name),
         pauseRead: pauseControl?.readState() ?? { readAt: undefined, error: 'not read yet' },
-        group: await groupView(name),
+        group,
       });
     },
     async control(name, paused, by, reason) {
@@ -349,7 +472,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     state: () => state,
     pipelinesApi,
     readiness,
-    lag,
+    liveness,
+    progress,
     running,
     stop(reason = 'requested') {
       requestStop(reason);

@@ -10,6 +10,9 @@ import { closeHostTestStack, committedOffsets, createTestPipelines, hostEnvironm
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import { sampleNetworkMetrics } from '../helpers/messages.js';
 import { captureLogger } from '../helpers/pipeline.js';
+import { runCli } from '../helpers/cli.js';
+import { testKafka } from '../helpers/kafka.js';
+import { UnreadableBatchError } from '../../host/kafka-codecs.js';
 
 // docs/design.md section 1, issue 9: producers compress batches with gzip, snappy, lz4 or zstd, and
 // Lambda's event source mapping reads all four; so does the host. Kafka's own Java producer
@@ -109,10 +112,12 @@ describe('compressed batches', () => {
       expect(exitCode, start).toBe(1);
       const failures = logger.lines.filter((line) => line.message === 'pipeline failed');
       expect(failures, start).toHaveLength(1);
-      expect(failures[0]?.extra).toMatchObject({
-        pipeline: 'network-metrics',
-        error: `pipeline network-metrics failed: topic ${topic} holds a record batch compressed with lz4 that this host cannot read: LZ4 compression not implemented`,
-      });
+      expect(failures[0]?.extra).toMatchObject({ pipeline: 'network-metrics', topic, first_offset: '0', last_offset: '0' });
+      const partition = failures[0]?.extra.partition as number;
+      expect(failures[0]?.extra.error).toBe(
+        `pipeline network-metrics failed: topic ${topic} partition ${partition} holds a record batch compressed with lz4 at offsets 0..0 that this host cannot read: ` +
+          `LZ4 compression not implemented; if Kafka's own clients cannot read it either, step over it with: storage-consumer replay network-metrics --partition ${partition} --to-offset 1 --allow-skip`,
+      );
       // The failure may come before the host has reported Running (seen on a restart, where the
       // group already exists and the first fetch is quicker); either way it fails, then stops.
       const states = logger.lines.filter((line) => typeof line.extra.state === 'string').map((line) => line.extra.state);
@@ -127,5 +132,71 @@ describe('compressed batches', () => {
     expect(await handle.running).toBe(true);
     await waitForCommittedToEnd(stack.admin, names.groups['network-metrics'], topic);
     await handle.stop();
+  });
+
+  it('names the partition and the record batch it cannot read, and the replay it prints steps over exactly that batch', async () => {
+    // Prepare: three records stored; then, on the same partition, one lz4 batch of five records
+    // whose bytes this host cannot decompress (a corrupt batch), and two plain records after it.
+    const names = await createTestPipelines('codecs-corrupt');
+    const topic = names.topics['network-metrics'];
+    const group = names.groups['network-metrics'];
+    const env = hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path });
+    const producer = testKafka('codecs-corrupt').producer({ allowAutoTopicCreation: false });
+    await producer.connect();
+    const sent = { good: [] as string[], skipped: [] as string[] };
+    const send = (count: number, compression: kafkajs.CompressionTypes) => {
+      const values = Array.from({ length: count }, () => metrics());
+      (compression === kafkajs.CompressionTypes.None ? sent.good : sent.skipped).push(...values.map((value) => value.analysis_id));
+      return producer.send({ topic, acks: -1, compression, messages: values.map((value) => ({ partition: 2, value: JSON.stringify(value) })) });
+    };
+    try {
+      await send(3, kafkajs.CompressionTypes.None);
+      const first = host(names);
+      expect(await first.handle.running).toBe(true);
+      await waitForCommittedToEnd(stack.admin, group, topic);
+      await first.handle.stop();
+      await send(5, kafkajs.CompressionTypes.LZ4);
+      await send(2, kafkajs.CompressionTypes.None);
+    } finally {
+      await producer.disconnect();
+    }
+    const lz4 = PROJECT_CODECS[kafkajs.CompressionTypes.LZ4]!();
+    table[kafkajs.CompressionTypes.LZ4] = () => ({
+      compress: (encoder) => lz4.compress(encoder),
+      decompress: () => Promise.reject(new UnreadableBatchError('lz4', { cause: new Error('corrupt frame header') })),
+    });
+
+    // Act
+    const { handle, logger } = host(names);
+    const exitCode = await handle.done;
+
+    // Assess: the line names where, in its fields and in the command
+    expect(exitCode).toBe(1);
+    const failure = logger.lines.find((line) => line.message === 'pipeline failed');
+    const command = 'storage-consumer replay network-metrics --partition 2 --to-offset 8 --allow-skip';
+    expect(failure?.extra).toMatchObject({ pipeline: 'network-metrics', topic, partition: 2, first_offset: '3', last_offset: '7' });
+    expect(failure?.extra.error).toBe(
+      `pipeline network-metrics failed: topic ${topic} partition 2 holds a record batch compressed with lz4 at offsets 3..7 that this host cannot read: ` +
+        `cannot decompress a record batch compressed with lz4: corrupt frame header; if Kafka's own clients cannot read it either, step over it with: ${command}`,
+    );
+    console.log(`[codecs] the unreadable-batch line: ${JSON.stringify({ message: failure?.message, ...failure?.extra })}`);
+    expect(logger.lines.find((line) => line.message === 'Failing')?.extra).toMatchObject({ topic, partition: 2, first_offset: '3', last_offset: '7' });
+    expect((await committedOffsets(stack.admin, group, topic)).get(2)).toBe(3n);
+
+    // Act: the printed command, then the host again with the codec still broken
+    const replay = await runCli(command.split(' ').slice(1), env);
+    expect(replay.code, replay.stderr).toBe(0);
+    const after = host(names);
+    expect(await after.handle.running).toBe(true);
+    await waitForCommittedToEnd(stack.admin, group, topic);
+    await after.handle.stop();
+
+    // Assess: exactly the five records of the batch were stepped over
+    const { rows } = await stack.schema.pool.query<{ analysis_id: string }>('SELECT analysis_id FROM network_metrics WHERE analysis_id = ANY($1)', [
+      [...sent.good, ...sent.skipped],
+    ]);
+    expect(rows.map((row) => row.analysis_id).sort()).toEqual([...sent.good].sort());
+    expect(sent.skipped).toHaveLength(5);
+    expect(after.logger.lines.filter((line) => line.message === 'pipeline failed')).toEqual([]);
   });
 });

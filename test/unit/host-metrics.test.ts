@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, createHostMetrics } from '../../host/metrics.js';
+import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, createHostMetrics } from '../../host/metrics.js';
+import type { PipelineView } from '../../host/metrics.js';
+import { evaluateProgress, PipelineProgress } from '../../host/progress.js';
 import { loadHttpSettings } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
 import type { BatchReport } from '../../shared/batch-report.js';
@@ -43,7 +45,6 @@ describe('the host metrics', () => {
     metrics.pipeline('reviews').recordsStored(report);
     metrics.pipeline('reviews').retried();
     metrics.pipeline('reviews').batchDone('stored', 0.012);
-    metrics.pipeline('app-stats').up(true);
 
     const text = await metrics.registry.metrics();
     expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="inserted"} 4');
@@ -54,25 +55,45 @@ describe('the host metrics', () => {
     expect(text).toContain('storage_consumer_batches_total{pipeline="app-stats",result="failed"} 0');
     expect(text).toContain('storage_consumer_retries_total{pipeline="reviews"} 1');
     expect(text).toContain('storage_consumer_batch_duration_seconds_count{pipeline="reviews"} 1');
-    expect(text).toContain('storage_consumer_pipeline_up{pipeline="app-stats"} 1');
+    expect(text).toContain('storage_consumer_pipeline_up{pipeline="app-stats"} 0');
     expect(text).toContain('storage_consumer_pipeline_up{pipeline="reviews"} 0');
+    expect(text).toContain('storage_consumer_consumer_crashes_total{pipeline="reviews"} 0');
+    expect(text).toContain(`storage_consumer_build_info{version="${buildVersion()}"} 1`);
+    expect(buildVersion()).toMatch(/^\d+\.\d+\.\d+/);
     for (const outcome of RECORD_OUTCOMES) expect(text).toContain(`outcome="${outcome}"`);
     for (const result of BATCH_RESULTS) expect(text).toContain(`result="${result}"`);
   });
 
-  it('read the consumer lag at scrape time, and leave it empty when the broker cannot tell', async () => {
-    let broker: 'up' | 'down' = 'up';
-    const metrics = createHostMetrics(['reviews'], async () => {
-      if (broker === 'down') throw new Error('broker unreachable');
-      return [{ pipeline: 'reviews', partition: 2, lag: 17 }];
-    });
+  it('derive up, lag, ages and crashes from the progress records at scrape time, without waiting', async () => {
+    // Prepare: a record that joined, fetched, stored a batch, has one in flight, crashed once, and read its lag 20 s ago
+    let now = 1_000_000;
+    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', now: () => now });
+    progress.consumerStarted();
+    progress.joined([0, 2]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 0, firstOffset: '5', lastOffset: '9' });
+    progress.stored(0, '10');
+    progress.lagRead([{ partition: 2, lag: 17 }]);
+    now += 20_000;
+    progress.crashed(new Error('broker went away'));
+    progress.joined([0, 2]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 2, firstOffset: '40', lastOffset: '56' });
+    now += 3_000;
+    const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
+    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
+    const metrics = createHostMetrics(['reviews'], view, () => now);
 
-    const up = await metrics.registry.metrics();
-    broker = 'down';
-    const down = await metrics.registry.metrics();
+    // Act
+    const text = await metrics.registry.metrics();
 
-    expect(up).toContain('storage_consumer_consumer_lag{pipeline="reviews",partition="2"} 17');
-    expect(down).not.toContain('storage_consumer_consumer_lag{');
+    // Assess
+    expect(text).toContain('storage_consumer_pipeline_up{pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_consumer_lag{pipeline="reviews",partition="2"} 17');
+    expect(text).toContain('storage_consumer_lag_age_seconds{pipeline="reviews"} 23');
+    expect(text).toContain('storage_consumer_last_stored_timestamp_seconds{pipeline="reviews"} 1000');
+    expect(text).toContain('storage_consumer_inflight_batch_age_seconds{pipeline="reviews"} 3');
+    expect(text).toContain('storage_consumer_consumer_crashes_total{pipeline="reviews"} 1');
   });
 });
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../host/errors.js';
 import type { InvocationResult, Invoker } from '../../host/invoker.js';
 import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../host/pipeline-consumer.js';
+import { PipelineProgress } from '../../host/progress.js';
 import type { PipelineConsumer } from '../../host/pipeline-consumer.js';
 import { loadHostSettings } from '../../host/settings.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
@@ -28,6 +29,9 @@ interface Harness {
   readonly paused: unknown[];
   readonly failures: PipelineFailedError[];
   readonly warnings: string[];
+  /** Every warn/error line with its JSON fields. */
+  readonly lines: Array<{ message: string; extra: Record<string, unknown> }>;
+  readonly progress: PipelineProgress;
   readonly resumed: unknown[];
   readonly pipeline: PipelineConsumer;
   /** Emits a kafkajs instrumentation event to the handlers the runner registered. */
@@ -66,22 +70,28 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   };
   const failures: PipelineFailedError[] = [];
   const warnings: string[] = [];
-  const logger = { debug: () => undefined, info: () => undefined, warn: (text: string) => warnings.push(text), error: (text: string) => warnings.push(text) };
+  const lines: Harness['lines'] = [];
+  const take = (text: string, extra: Record<string, unknown> = {}) => {
+    warnings.push(text);
+    lines.push({ message: text, extra });
+  };
+  const logger = { debug: () => undefined, info: () => undefined, warn: take, error: take };
+  const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews' });
   const pipeline = createPipelineConsumer({
     pipeline: settings.storage.pipelines.reviews,
     settings,
     kafka: { consumer: () => consumer } as unknown as Kafka,
     invoker,
     logger,
-    heartbeat: { beat: () => undefined },
     onFailure: (error) => failures.push(error),
+    progress,
   });
   await pipeline.start();
   if (!eachBatch) throw new Error('run() was not given eachBatch');
   const emit = (event: string, payload: unknown) => {
     for (const handler of handlers.get(event) ?? []) handler({ payload });
   };
-  return { eachBatch, invocations, seeks, paused, failures, warnings, resumed, pipeline, emit };
+  return { eachBatch, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit };
 }
 
 interface FakePayload extends EachBatchPayload {
@@ -146,6 +156,7 @@ describe('pipeline consumer (the runner)', () => {
     await runner.eachBatch(polled);
     await runner.eachBatch(payload([14]));
     runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    const whilePaused = runner.progress.snapshot();
     runner.pipeline.setPaused(undefined);
     runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
 
@@ -155,7 +166,8 @@ describe('pipeline consumer (the runner)', () => {
     expect(polled.resolved).toEqual(['11']);
     expect(runner.paused).toEqual([topic, topic]);
     expect(runner.resumed).toEqual([topic]);
-    expect(runner.pipeline.status()).toMatchObject({ paused: false, joined: true });
+    expect(whilePaused).toMatchObject({ paused: true, inGroup: true, assignment: [1], inFlight: [] });
+    expect(runner.progress.snapshot()).toMatchObject({ paused: false, inGroup: true });
     expect(runner.pipeline.memberId()).toBe('m-1');
   });
 
@@ -254,7 +266,7 @@ describe('pipeline consumer (the runner)', () => {
 
   it('redelivers after a non-fatal error: nothing committed, a seek to the first offset of the event', async () => {
     // Prepare: the second event fails
-    const runner = await harness((call) => (call === 1 ? { kind: 'error', error: new Error('budget'), fatal: false } : ok));
+    const runner = await harness((call) => (call === 1 || call === 2 ? { kind: 'error', error: new Error('budget'), fatal: false } : ok));
     const polled = payload([1, 2, 3, 4, 5]);
 
     // Act
@@ -268,6 +280,37 @@ describe('pipeline consumer (the runner)', () => {
     expect(polled.commits).toEqual(['1@3']);
     expect(runner.seeks).toEqual([{ partition: 1, offset: '3' }]);
     expect(runner.failures).toEqual([]);
+    // The line and the progress record say where: the failed event's partition and offsets.
+    expect(runner.lines.find((line) => line.message.startsWith('batch not stored'))?.extra).toMatchObject({
+      topic: 'reviews',
+      partition: 1,
+      first_offset: '3',
+      last_offset: '4',
+      attempt: 1,
+      batchAttempt: 1,
+      error: 'Error: budget',
+    });
+    const snapshot = runner.progress.snapshot();
+    expect(snapshot.inFlight).toMatchObject([{ topic: 'reviews', partition: 1, firstOffset: '3', lastOffset: '4', attempt: 1, lastError: { message: 'Error: budget' } }]);
+    expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '3' }]);
+
+    // Act: the redelivery fails again
+    await runner.eachBatch(payload([3, 4, 5]));
+    expect(runner.progress.snapshot().inFlight).toMatchObject([{ firstOffset: '3', attempt: 2 }]);
+  });
+
+  it('keeps the stored batch and the committed offset in the progress record', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+
+    // Act
+    await runner.eachBatch(payload([7, 8, 9]));
+
+    // Assess
+    const snapshot = runner.progress.snapshot();
+    expect(snapshot.inFlight).toEqual([]);
+    expect(snapshot.lastStoredAt).toBeTypeOf('number');
+    expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '10' }]);
   });
 
   it('fails the pipeline on a fatal error without committing or seeking', async () => {
@@ -284,5 +327,14 @@ describe('pipeline consumer (the runner)', () => {
     expect(polled.commits).toEqual([]);
     expect(runner.seeks).toEqual([]);
     expect(runner.failures.map((error) => error.message)).toEqual(['pipeline reviews failed: fatal handler error: TypeError: bug']);
+    expect(runner.failures[0]?.batch).toEqual({ topic: 'reviews', partition: 1, firstOffset: '1', lastOffset: '2' });
+    expect(runner.lines.find((line) => line.message === 'pipeline failed')?.extra).toMatchObject({
+      pipeline: 'reviews',
+      topic: 'reviews',
+      partition: 1,
+      first_offset: '1',
+      last_offset: '2',
+    });
+    expect(runner.progress.snapshot().ended).toBe('failed');
   });
 });

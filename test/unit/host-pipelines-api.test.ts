@@ -52,6 +52,7 @@ afterEach(async () => {
 async function serve(controlToken: string | undefined, target = recordingTarget()) {
   endpoint = await startHttpEndpoint({ port: 0, host: '127.0.0.1', controlToken }, new Registry(), () => ({
     state: () => 'Running',
+    liveness: () => ({ alive: true, state: 'Running', maxAgeMs: 16_000, pipelines: {}, missing: [] }),
     readiness: async () => ({ ready: true, state: 'Running', pipelines: {}, missing: [] }),
     pipelinesApi: target,
   }));

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../host/heartbeat.js';
-import { loadHostSettings, MAX_EVENT_BYTES } from '../../host/settings.js';
+import { DEFAULT_HEARTBEAT_DIR, loadHostSettings, loadProgressSettings, MAX_EVENT_BYTES } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
 import { runCli } from '../helpers/cli.js';
 
@@ -42,12 +42,27 @@ describe('loadHostSettings', () => {
       shutdownTimeoutMs: 30_000,
       reportBatchItemFailures: true,
       maxEventBytes: MAX_EVENT_BYTES,
-      heartbeat: { dir: '.data/heartbeats', intervalMs: 5_000 },
+      heartbeat: { dir: join(tmpdir(), 'storage-consumer', 'heartbeats'), intervalMs: 5_000 },
+      progress: { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000, lagIntervalMs: 15_000, lagTimeoutMs: 5_000 },
       invoke: { mode: 'in-process', retryBaseMs: 1_000, lambda: undefined },
       migrateOnStart: false,
     });
     expect(settings.storage.selectedPipelines).toEqual(['app-stats', 'reviews', 'network-metrics']);
     expect(Object.isFrozen(settings.kafka)).toBe(true);
+    // The heartbeat folder does not depend on the folder a command runs in.
+    expect(DEFAULT_HEARTBEAT_DIR).toBe(join(tmpdir(), 'storage-consumer', 'heartbeats'));
+  });
+
+  it('reads the progress bounds, and refuses a failure bound that is not beyond the readiness bound', () => {
+    expect(loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '2000', STORAGE_FETCH_FAIL_AFTER_MS: '6000', STORAGE_STALL_AFTER_MS: '3000' })).toMatchObject({
+      fetchUnreadyAfterMs: 2_000,
+      fetchFailAfterMs: 6_000,
+      stallAfterMs: 3_000,
+    });
+    expect(() => loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '60000', STORAGE_FETCH_FAIL_AFTER_MS: '60000' })).toThrow(
+      /STORAGE_FETCH_FAIL_AFTER_MS=60000 must be longer than STORAGE_FETCH_UNREADY_AFTER_MS=60000/,
+    );
+    expect(() => loadProgressSettings({ STORAGE_LAG_TIMEOUT_MS: 'soon' })).toThrow(/STORAGE_LAG_TIMEOUT_MS/);
   });
 
   it.each([

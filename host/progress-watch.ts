@@ -1,0 +1,108 @@
+import type { CoreLogger } from '../shared/logger.js';
+import type { Heartbeat } from './heartbeat.js';
+import type { InFlightBatch, PipelineProgress, PipelineState, ProgressBounds } from './progress.js';
+import { batchFields, describeBatch, evaluateProgress } from './progress.js';
+
+/** How often a watch looks at its record. */
+const TICK_MS = 1_000;
+
+/** A stalled pipeline says so at least this often. */
+const STALL_WARN_INTERVAL_MS = 60_000;
+
+/** The states in which a pipeline still writes its heartbeat file: all but the end. */
+const ENDED: ReadonlySet<PipelineState> = new Set(['FAILED', 'STOPPED']);
+
+/** States worth a WARN on entering them (and an INFO on leaving them for RUNNING). */
+const TROUBLED: ReadonlySet<PipelineState> = new Set(['NOT_FETCHING', 'STALLED']);
+
+/** What a watch is built from. */
+export interface ProgressWatchOptions {
+  readonly progress: PipelineProgress;
+  readonly bounds: ProgressBounds;
+  readonly heartbeat: Heartbeat;
+  readonly logger: CoreLogger;
+  /** The deadline of one attempt (an invocation); past half of it, a WARN names the batch. */
+  readonly attemptBudgetMs: number;
+  /** Called (once) when the rules say the pipeline has failed: no fetch for the failure bound. */
+  readonly onFailed: (reason: string) => void;
+  readonly now?: () => number;
+  readonly tickMs?: number;
+}
+
+const batchLog = (batch: InFlightBatch, now: number) => ({
+  ...batchFields(batch),
+  attempt: batch.attempt,
+  batchAgeMs: now - batch.startedAt,
+  attemptAgeMs: now - batch.attemptStartedAt,
+  lastError: batch.lastError?.message,
+});
+
+/**
+ * Applies the rules of host/progress.ts to one pipeline, once a second, from the start of the
+ * host to its end: writes the heartbeat file while the pipeline has not ended (so the file goes
+ * stale exactly when the pipeline failed or stopped, or the process no longer turns), fails the
+ * pipeline past the fetch failure bound, logs a WARN on entering NOT_FETCHING or STALLED and
+ * repeats it for a stall at least once a minute, and warns once per attempt that outlives half
+ * its budget. Returns the function that stops the watch.
+ */
+export function watchProgress(options: ProgressWatchOptions): () => void {
+  const { progress, bounds, heartbeat, logger, attemptBudgetMs } = options;
+  const now = options.now ?? Date.now;
+  let previous: PipelineState | undefined;
+  let lastStallWarnAt = -Infinity;
+  let failed = false;
+  const warnedAttempts = new Set<string>();
+
+  const tick = () => {
+    const at = now();
+    const snapshot = progress.snapshot();
+    const verdict = evaluateProgress(snapshot, bounds, at);
+    if (!ENDED.has(verdict.state)) heartbeat.beat();
+    const name = progress.pipeline;
+    if (verdict.failure !== undefined && !failed && snapshot.ended === undefined) {
+      failed = true;
+      options.onFailed(verdict.failure);
+    }
+    if (verdict.state !== previous) {
+      if (TROUBLED.has(verdict.state)) {
+        logger.warn(verdict.state === 'STALLED' ? 'pipeline stalled' : 'pipeline not fetching', {
+          pipeline: name,
+          state: verdict.state,
+          causes: verdict.causes,
+          crashesSinceFetch: snapshot.crashesSinceFetch,
+          lastError: snapshot.lastError?.message,
+          ...(verdict.oldestInFlight ? batchLog(verdict.oldestInFlight, at) : {}),
+        });
+        if (verdict.state === 'STALLED') lastStallWarnAt = at;
+      } else if (verdict.state === 'RUNNING' && previous !== undefined && TROUBLED.has(previous)) {
+        logger.info('pipeline recovered', { pipeline: name, state: verdict.state, was: previous });
+      }
+      previous = verdict.state;
+    } else if (verdict.state === 'STALLED' && at - lastStallWarnAt >= Math.min(STALL_WARN_INTERVAL_MS, bounds.stallAfterMs)) {
+      lastStallWarnAt = at;
+      logger.warn('pipeline stalled', {
+        pipeline: name,
+        state: verdict.state,
+        causes: verdict.causes,
+        ...(verdict.oldestInFlight ? batchLog(verdict.oldestInFlight, at) : {}),
+      });
+    }
+    for (const batch of snapshot.inFlight) {
+      const key = `${batch.partition}:${batch.firstOffset}:${batch.attempt}`;
+      if (at - batch.attemptStartedAt > attemptBudgetMs / 2 && !warnedAttempts.has(key)) {
+        warnedAttempts.add(key);
+        logger.warn('batch attempt past half its budget', {
+          pipeline: name,
+          ...batchLog(batch, at),
+          budgetMs: attemptBudgetMs,
+          batch: describeBatch(batch, at),
+        });
+      }
+    }
+    if (warnedAttempts.size > 1_000) warnedAttempts.clear();
+  };
+  tick();
+  const timer = setInterval(tick, options.tickMs ?? TICK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
