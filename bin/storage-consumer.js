@@ -1,13 +1,15 @@
 #!/usr/bin/env node
-/* global process, URL, console */
+/* global process, URL, console, setTimeout */
 // `storage-consumer` (`npx storage-consumer <command>`), on Node 24. It runs the built command
 // line (dist/cli/main.js, `npm run build`) where it exists: that is all a production install
 // (`npm ci --omit=dev`) has. In a checkout it runs the TypeScript sources in cli/ through tsx
 // when there is no build, or when a source file changed after the build (a stale build never
 // runs silently). An older `node` first on the PATH hands over to the repository's own Node 24
-// (the `node` dev dependency) and forwards signals to it.
+// (the `node` dev dependency) with Node's own flags, forwards SIGINT, SIGTERM and SIGHUP to it,
+// and exits with its code, or dies of the signal it died of.
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const REQUIRED_MAJOR = 24;
@@ -43,13 +45,23 @@ function sourcesNewerThan(time) {
 
 if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
   const node = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
-  const child = spawn(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  // Node's own flags (--max-semi-space-size, --inspect ...) go along: they were meant for the host.
+  const child = spawn(node, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  const forward = (signal) => child.kill(signal);
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, forward);
   child.on('error', (error) => {
     console.error(`storage-consumer needs Node ${REQUIRED_MAJOR}: run npm ci first (${error.message})`);
     process.exit(1);
   });
-  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 : 1)));
+  child.on('exit', (code, signal) => {
+    if (code !== null) process.exit(code);
+    // Died of a signal: die of the same one, so whoever started us sees what happened.
+    for (const name of signals) process.off(name, forward);
+    process.kill(process.pid, signal ?? 'SIGTERM');
+    // A signal that does not end this process (ignored, or handled elsewhere): the shell's convention.
+    setTimeout(() => process.exit(128 + (osConstants.signals[signal] ?? 0)), 1000).unref();
+  });
 } else {
   const built = modified(BUILD_STAMP);
   const useBuild = built !== undefined && modified(BUILT) !== undefined && !sourcesNewerThan(built);

@@ -128,6 +128,7 @@ function recordError(error: unknown, at: number): RecordedError {
 
 interface MutablePartition {
   committed: string | undefined;
+  highWatermark: bigint | undefined;
   lag: number | undefined;
   pendingSince: number | undefined;
   lastStoredAt: number | undefined;
@@ -170,7 +171,7 @@ export class PipelineProgress {
   private partition(partition: number): MutablePartition {
     let entry = this.partitions.get(partition);
     if (entry === undefined) {
-      entry = { committed: undefined, lag: undefined, pendingSince: undefined, lastStoredAt: undefined };
+      entry = { committed: undefined, highWatermark: undefined, lag: undefined, pendingSince: undefined, lastStoredAt: undefined };
       this.partitions.set(partition, entry);
     }
     return entry;
@@ -236,6 +237,7 @@ export class PipelineProgress {
     };
     this.inFlight.set(batch.partition, entry);
     if (batch.highWatermark !== undefined) {
+      this.partition(batch.partition).highWatermark = BigInt(batch.highWatermark);
       const lag = BigInt(batch.highWatermark) - BigInt(batch.firstOffset);
       if (lag > 0n) this.setLag(batch.partition, Number(lag), at);
     }
@@ -251,6 +253,11 @@ export class PipelineProgress {
     const entry = this.partition(partition);
     entry.lastStoredAt = at;
     entry.committed = next;
+    // What the fetch said is left on the partition, until the next lag reading says better.
+    if (entry.highWatermark !== undefined) {
+      const left = entry.highWatermark - BigInt(next);
+      this.setLag(partition, Number(left > 0n ? left : 0n), at);
+    }
   }
 
   /** An offset commit succeeded (also for a partial success). */
@@ -331,7 +338,9 @@ export class PipelineProgress {
       crashesSinceFetch: this.crashesSinceFetch,
       crashesTotal: this.crashesTotal,
       inFlight: [...this.inFlight.values()].sort((a, b) => a.partition - b.partition),
-      partitions: [...this.partitions.entries()].sort(([a], [b]) => a - b).map(([partition, entry]) => ({ partition, ...entry })),
+      partitions: [...this.partitions.entries()]
+        .sort(([a], [b]) => a - b)
+        .map(([partition, { committed, lag, pendingSince, lastStoredAt }]) => ({ partition, committed, lag, pendingSince, lastStoredAt })),
       lagReadAt: this.lagReadAt,
       lastError: this.lastError,
       lastBeatAt: this.lastBeatAt,
