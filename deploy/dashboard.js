@@ -5,7 +5,10 @@
  * docs/operations.md's runbooks look at: records by outcome, dead letters, BatchFailed and batch
  * duration p50/p99 (the handlers' EMF metrics, namespace `StorageConsumer/<stage>`, dimensions
  * `service` and `pipeline`, aws/metrics.ts), and the function's OffsetLag, errors, throttles
- * and concurrency (AWS/Lambda, by FunctionName). serverless.yml loads it with
+ * and concurrency (AWS/Lambda, by FunctionName), and the AWS side of the host's progress metrics
+ * (docs/operations.md): batches handled per period (a flat zero is the silence
+ * `storage_consumer_last_stored_timestamp_seconds` shows on the host) and the longest invocation
+ * (what `storage_consumer_inflight_batch_age_seconds` shows). serverless.yml loads it with
  * `${file(./deploy/dashboard.js):dashboard}`.
  */
 import { tsImport } from 'tsx/esm/api';
@@ -15,6 +18,8 @@ import { pipelines } from './pipelines.js';
 const WIDTH = 6;
 const HEIGHT = 6;
 const PERIOD = 300;
+/** Lines of widgets per consumer. */
+const LINES = 3;
 
 /**
  * A placeholder for a CloudFormation value inside the body's JSON text, cut out again by
@@ -47,7 +52,7 @@ function joined(text) {
 /**
  * @param {{ name: string, id: string, namespace: string, service: string, metricNames: MetricNames }} pipeline
  * @param {number} row
- * @returns {object[]} The consumer's widgets, one row of 24 columns (two lines of four).
+ * @returns {object[]} The consumer's widgets, one row of 24 columns (three lines of four).
  */
 function widgetsOf({ name, id, namespace, service, metricNames }, row) {
   const emf = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [namespace, metric, 'service', service, 'pipeline', name, options];
@@ -62,7 +67,7 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
   const graph = (column, line, title, metrics, extra = {}) => ({
     type: 'metric',
     x: column * WIDTH,
-    y: row * 2 * HEIGHT + line * HEIGHT,
+    y: row * LINES * HEIGHT + line * HEIGHT,
     width: WIDTH,
     height: HEIGHT,
     properties: {
@@ -93,6 +98,10 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
     graph(1, 1, 'errors', [lambda('Errors', { stat: 'Sum', label: 'errors', color: '#d62728' })]),
     graph(2, 1, 'throttles', [lambda('Throttles', { stat: 'Sum', label: 'throttles' })]),
     graph(3, 1, 'concurrency (max)', [lambda('ConcurrentExecutions', { stat: 'Maximum', label: 'concurrent executions' })]),
+    // The host's storage_consumer_last_stored_timestamp_seconds: here, batches handled per period.
+    graph(0, 2, 'batches handled (0 = silence)', [emf(metricNames.durationMs, { stat: 'SampleCount', label: 'batches' })]),
+    // The host's storage_consumer_inflight_batch_age_seconds: here, the longest invocation.
+    graph(1, 2, 'longest invocation (ms)', [lambda('Duration', { stat: 'Maximum', label: 'duration max' })]),
   ];
 }
 

@@ -32,6 +32,9 @@ export type RecordOutcome = (typeof RECORD_OUTCOMES)[number];
 export const BATCH_RESULTS = ['stored', 'failed'] as const;
 export type BatchResult = (typeof BATCH_RESULTS)[number];
 
+/** prom-client default metrics that break Prometheus' naming rules (see createHostMetrics). */
+const PROMTOOL_REFUSED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 /** Batch duration buckets in seconds: a network-metrics batch in milliseconds up to a worst case with retries. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -90,6 +93,9 @@ export function createHostMetrics(
 ): HostMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // Gauges whose names end in _total, which Prometheus reserves for counters (`promtool check
+  // metrics` objects); each is the sum of a per-type series prom-client exports anyway.
+  for (const name of PROMTOOL_REFUSED_DEFAULTS) registry.removeSingleMetric(name);
   const records = new Counter({
     name: HOST_METRIC_NAMES.records,
     help: 'Records of stored batches by outcome (in-process invocations)',

@@ -380,10 +380,10 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
           consumer = dimensions.pipeline as string;
         }
         expect(widget.title.startsWith(`${consumer}: `), widget.title).toBe(true);
-        (shown[consumer] ??= new Set()).add(`${name}${options.stat === 'p50' || options.stat === 'p99' ? ` ${options.stat}` : ''}`);
+        (shown[consumer] ??= new Set()).add(`${name}${options.stat === 'p50' || options.stat === 'p99' || options.stat === 'SampleCount' || name === 'Duration' ? ` ${options.stat}` : ''}`);
       }
     }
-    const everyConsumerShows = ['Inserted', 'Updated', 'Skipped', 'DeadLettered', 'BatchFailed', 'BatchDurationMs p50', 'BatchDurationMs p99', 'OffsetLag', 'Errors', 'Throttles', 'ConcurrentExecutions'];
+    const everyConsumerShows = ['Inserted', 'Updated', 'Skipped', 'DeadLettered', 'BatchFailed', 'BatchDurationMs p50', 'BatchDurationMs p99', 'OffsetLag', 'Errors', 'Throttles', 'ConcurrentExecutions', 'BatchDurationMs SampleCount', 'Duration Maximum'];
     for (const { pipeline } of CONSUMERS) expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
     expect(Object.keys(shown).sort()).toEqual(CONSUMERS.map(({ pipeline }) => pipeline).sort());
   });
