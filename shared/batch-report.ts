@@ -45,3 +45,18 @@ export function batchLogFields(report: BatchReport): Record<string, unknown> {
     partitions: report.partitions,
   };
 }
+
+/**
+ * Where a batch sits, as every log line about it names it (docs/operations.md): `topic`,
+ * `partition`, `first_offset`, `last_offset` (offsets as decimal strings). Given when the event
+ * holds one partition (always on the host); an event of several partitions (an MSK mapping may
+ * send one) is named by the `partitions` field of the line instead.
+ */
+export function batchPlaceFields(
+  records: ReadonlyArray<{ readonly topic: string; readonly partition: number; readonly offset: number }>,
+): Record<string, unknown> {
+  const [first] = records;
+  if (first === undefined || records.some((record) => record.topic !== first.topic || record.partition !== first.partition)) return {};
+  const offsets = records.map((record) => record.offset);
+  return { topic: first.topic, partition: first.partition, first_offset: String(Math.min(...offsets)), last_offset: String(Math.max(...offsets)) };
+}

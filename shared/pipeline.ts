@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { BatchReport, BatchResponse } from './batch-report.js';
-import { batchLogFields } from './batch-report.js';
+import { batchLogFields, batchPlaceFields } from './batch-report.js';
 import type { DecodeResult } from './contracts/types.js';
 import type { DeadLetter } from './dead-letters.js';
 import { insertDeadLetters, lettersStoredBy } from './dead-letters.js';
@@ -283,6 +283,7 @@ export async function processBatch(
         onRetry: ({ attempt, delayMs, error }) => {
           runtime.logger.warn('transient database error; retrying the batch on a fresh connection', {
             pipeline: definition.name,
+            ...batchPlaceFields(records),
             attempt,
             delayMs,
             error: String(error),
@@ -296,6 +297,7 @@ export async function processBatch(
     const failed = report(undefined);
     runtime.logger.error('batch not stored; handing it back for redelivery', {
       ...batchLogFields(failed),
+      ...batchPlaceFields(records),
       failureResponse: runtime.settings.failureResponse,
       error: error.cause === undefined ? error.message : String(error.cause),
     });

@@ -152,9 +152,22 @@ describe('stop signals', () => {
   });
 
   it('a stop signal while the host is still loading: exit 0 and a line saying nothing was in flight', async () => {
-    // Prepare / Act
+    // Prepare / Act: the signal as soon as the process catches SIGTERM (Linux: SigCgt bit 15 in
+    // /proc/<pid>/status), that is once host/main.ts runs, while it still loads its modules.
+    // (Before any JavaScript runs no handler can exist: Node's own start-up is the one moment a
+    // SIGTERM ends the process by default, and as PID 1 in a container the kernel ignores it.)
     const host = spawnHost({ ...(await environment('signals-early')), STORAGE_HTTP_PORT: '0' });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const pid = host.child.pid as number;
+    await waitUntil(
+      'the host to catch SIGTERM',
+      async () => {
+        const status = await readFile(`/proc/${pid}/status`, 'utf8');
+        const caught = BigInt(`0x${/^SigCgt:\s*([0-9a-f]+)$/m.exec(status)?.[1] ?? '0'}`);
+        return ((caught >> 14n) & 1n) === 1n;
+      },
+      60_000,
+      5,
+    );
     host.child.kill('SIGTERM');
 
     // Assess
