@@ -65,8 +65,12 @@ Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck 
                 STORAGE_POLL_TIMEOUT_MS)
   --http        ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on
                 127.0.0.1 unless STORAGE_HTTP_HOST names one address): /healthz, exit 0 on 200
-  --ready       with --http: ask /readyz instead (every pipeline in its consumer group, its
-                database answering); exit 1 names what is missing
+  --ready       with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group,
+                fetching, not stalled; its database answering); exit 1 names what is missing
+
+The host writes a pipeline's file while the pipeline has not failed or stopped, and its /healthz
+applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
+<os tmpdir>/storage-consumer/heartbeats, wherever the command runs.
   --json        the result as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
