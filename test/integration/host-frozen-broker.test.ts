@@ -215,5 +215,6 @@ describe('the host while its broker is frozen', () => {
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
     host.child.kill('SIGTERM');
     expect((await host.exited).code).toBe(0);
-  });
+    // A 25 s freeze, Prometheus' start and the recovery: more than the default 120 s on a loaded machine.
+  }, 300_000);
 });
