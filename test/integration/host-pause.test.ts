@@ -256,6 +256,12 @@ describe('a pause that meets a batch in flight', () => {
       const answer = await call(base, 'PUT', '/pipelines/reviews/pause', { token: TOKEN });
       expect(answer.status).toBe(202);
       await waitUntil('reviews PAUSED', async () => (await stateOn(base, 'reviews')) === 'PAUSED', 5_000, 100);
+      // The status names the batch that is still in flight, on the partition this host owns
+      const during = await call(base, 'GET', '/pipelines/reviews/status');
+      console.log(`GET /pipelines/reviews/status, paused with a batch in flight:\n${JSON.stringify(during.body, null, 2)}`);
+      const partition0 = (during.body.partitions as Array<Record<string, unknown>>).find((entry) => entry.partition === 0);
+      expect(during.body).toMatchObject({ state: 'PAUSED', pause: { by: 'http:127.0.0.1' } });
+      expect(partition0).toMatchObject({ owner: { this_host: true }, in_flight: { first_offset: '0', last_offset: '19', attempt: 1 } });
       await produce(names.topics.reviews, jsonMessages(reviews('inflight-b', 20), { partition: 0 }));
       await locker.query('COMMIT');
     } finally {
@@ -268,6 +274,14 @@ describe('a pause that meets a batch in flight', () => {
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await inflight()).toBe(20);
     expect(await committed()).toBe(20n);
+    const after = await call(base, 'GET', '/pipelines/reviews/status');
+    expect((after.body.partitions as Array<Record<string, unknown>>).find((entry) => entry.partition === 0)).toMatchObject({
+      committed: '20',
+      end: '40',
+      lag: 20,
+      in_flight: null,
+      last_stored_at: expect.any(String),
+    });
 
     // Resume: the rest follows
     expect((await call(base, 'PUT', '/pipelines/reviews/resume', { token: TOKEN })).status).toBe(202);
