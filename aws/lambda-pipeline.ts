@@ -1,6 +1,6 @@
 import { createPipelineHandler } from './pipeline-handler.js';
 import { createPipelineMetrics, recordBatchMetrics } from './metrics.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';
 

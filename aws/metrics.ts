@@ -1,6 +1,6 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { BatchReport } from '../shared/batch-report.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 
 /**
  * Names of the per-batch metrics (CloudWatch EMF). The alarms in `serverless.yml` refer to

@@ -6,7 +6,7 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { BatchReport, BatchResponse } from '../shared/batch-report.js';
 import { processBatch } from '../shared/pipeline.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';

@@ -21,9 +21,9 @@ import { createPipelineHandler } from '../aws/pipeline-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
-import type { ReviewMessage } from '../shared/contracts/types.js';
-import type { BoundRow } from '../shared/pipeline-definitions.js';
-import { PIPELINE_DEFINITIONS } from '../shared/pipeline-definitions.js';
+import type { ReviewMessage } from '../shared/contracts/reviews.js';
+import type { BoundRow } from '../shared/pipeline-spec.js';
+import { PIPELINES } from '../shared/pipelines.js';
 import type { KafkaRecord } from '../shared/types.js';
 import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     // the statement the handler sends on a fresh pass: without the stale-row pre-check, which
     // the pipeline runs only while its table declines rows (PrecheckSwitch).
     const statementAll = async () => {
-      for (const batch of batches) await upsertRows(copyClient, PIPELINE_DEFINITIONS.reviews.table, batch.rows, { precheck: false });
+      for (const batch of batches) await upsertRows(copyClient, PIPELINES.reviews.table, batch.rows, { precheck: false });
     };
     const handleAll = async (expect: 'inserted' | 'skipped', through = handler) => {
       let rows = 0;

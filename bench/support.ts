@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import type { ReviewMessage } from '../shared/contracts/types.js';
+import type { ReviewMessage } from '../shared/contracts/reviews.js';
 
 /** The server benchmarks use: `DATABASE_URL`, else the machine's PostgreSQL. */
 export function serverUrl(): string {

@@ -20,10 +20,10 @@ import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import type pg from 'pg';
 import { decodeReview } from '../shared/contracts/reviews.js';
-import type { ReviewMessage } from '../shared/contracts/types.js';
+import type { ReviewMessage } from '../shared/contracts/reviews.js';
 import { createPool } from '../shared/db.js';
-import type { BoundRow } from '../shared/pipeline-definitions.js';
-import { PIPELINE_DEFINITIONS } from '../shared/pipeline-definitions.js';
+import type { BoundRow } from '../shared/pipeline-spec.js';
+import { PIPELINES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
 import type { KafkaRecord } from '../shared/types.js';
 import type { TableDescription } from '../shared/upsert.js';
@@ -45,7 +45,7 @@ const ROUNDS = Number(flags.rounds);
 const SIZES = flags.sizes.split(',').map(Number);
 
 type Row = BoundRow<ReviewMessage>;
-const table = PIPELINE_DEFINITIONS.reviews.table;
+const table = PIPELINES.reviews.table;
 const update = table.update as NonNullable<typeof table.update>;
 const withoutPrecheck: TableDescription<Row> = { ...table, update: { columns: update.columns, where: update.where } };
 

@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ensureTopics } from '../host/topics.js';
-import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
+import { CHAOS_PIPELINES } from './plan.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import { checkCommittedOffsets, checkDatabase } from './checker.js';
 import type { DatabaseCheck, OffsetGap } from './checker.js';
 import type { FaultKind, FaultPlan, ScheduledFault } from './faults.js';
@@ -92,8 +93,8 @@ export interface ChaosResult {
   readonly workDirKept: boolean;
 }
 
-const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINE_DEFAULTS[name].topic])) as Record<PipelineName, string>;
-const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINE_DEFAULTS[pipeline].group, topic: TOPICS[pipeline] }));
+const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].topic])) as Record<PipelineName, string>;
+const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINES[pipeline].group, topic: TOPICS[pipeline] }));
 
 /** Runs one chaos run; never leaves a process behind, whatever happens. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -113,6 +114,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const targets = random.fork('targets');
   const workDir = options.workDir ?? (await mkdtemp(join(tmpdir(), `storage-consumer-chaos-${options.seed}-`)));
   log(`seed ${options.seed}: ${workload.messages.length} messages, ${schedule.length} faults scheduled; work folder ${workDir}`);
+  const unmodelled = PIPELINE_NAMES.filter((name) => !CHAOS_PIPELINES.includes(name));
+  if (unmodelled.length > 0) log(`NOT EXERCISED: ${unmodelled.join(', ')} (no chaos model of the table in chaos/stored-rows.ts); they run with no messages`);
 
   let broker: ChaosBroker | undefined;
   let database: ChaosDatabase | undefined;
@@ -216,7 +219,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const offsets = await checkCommittedOffsets(await kafka.adminClient(), GROUPS);
     const verdict = await watch.verify(pool);
     const hostLogs = await countHostLogs(workDir);
-    const byTopic = { 'app-stats': 0, reviews: 0, 'network-metrics': 0 } as Record<PipelineName, number>;
+    const byTopic = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, 0])) as Record<PipelineName, number>;
     const byLabel: Record<string, number> = {};
     for (const message of workload.messages) {
       byTopic[message.topic] += 1;

@@ -12,7 +12,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { envSuffix } from '../shared/pipeline-names.js';
+import { envSuffix } from '../shared/pipeline-spec.js';
 import type { GroupTopic } from './kafka.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));

@@ -10,7 +10,7 @@ import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import '../host/kafka-codecs.js';
 import type { Admin, Message, Producer } from 'kafkajs';
 import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { LoggedRecord } from './model.js';
 import type { PlannedMessage } from './plan.js';
 import { PLAN_HEADER } from './plan.js';

@@ -4,11 +4,11 @@
  * every rejection reason. The expected rows are computed from the generated values, never by
  * running the product's decoder.
  */
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/types.js';
 import { CORPUS } from '../test/corpus/cases.js';
 import type { ChaosApp, PlannedOutcome } from './plan.js';
-import { REFUSED_MARKERS, TABLE_OF } from './plan.js';
+import { REFUSED_MARKERS, tableOf } from './plan.js';
 import type { Random } from './random.js';
 import type { RowText } from './stored-rows.js';
 import { doubleText, jsonbObjectText } from './stored-rows.js';
@@ -227,10 +227,22 @@ export class MessageGenerator {
     return 2;
   }
 
+  /** One valid message of a pipeline; a pipeline without a generator here is refused by name, never generated as another's. */
+  valid(topic: PipelineName, time: number): void {
+    const generators: { readonly [N in PipelineName]?: () => unknown } = {
+      'app-stats': () => this.appStats(time),
+      reviews: () => this.review([time]),
+      'network-metrics': () => this.networkMetrics(time),
+    };
+    const generate = generators[topic];
+    if (generate === undefined) throw new Error(`chaos has no message generator for pipeline ${topic} (chaos/message-generator.ts)`);
+    generate();
+  }
+
   /** A message that can never be stored, of the given reason. */
   poison(time: number, topic: PipelineName, reason: RejectionReason): void {
     const { random } = this;
-    const table = TABLE_OF[topic];
+    const table = tableOf(topic);
     const dead = (value: Buffer | null, label: string, detailIncludes?: string, key: string | null = null) =>
       this.drafts.push({ time, topic, key, value, expect: { kind: 'dead_letter', reason, detailIncludes }, label: `poison: ${reason} (${label})` });
     if (reason === 'empty_message') {
@@ -240,9 +252,7 @@ export class MessageGenerator {
     if (reason === 'unknown_application' || reason === 'rejected_by_database') {
       // A valid message for an app nobody registered, or carrying the value the database refuses.
       const before = this.drafts.length;
-      if (topic === 'reviews') this.review([time]);
-      else if (topic === 'app-stats') this.appStats(time);
-      else this.networkMetrics(time);
+      this.valid(topic, time);
       const [draft] = this.drafts.splice(before);
       if (draft === undefined || draft.value === null) throw new Error('no draft to poison');
       const message = JSON.parse(draft.value.toString('utf8')) as Record<string, unknown>;

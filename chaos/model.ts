@@ -9,7 +9,7 @@
  * - reviews (guarded update): the greatest `last_synced_at` wins; among records with that
  *   instant, the first stored, i.e. the lowest offset of its partition.
  */
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/types.js';
 import type { DataTable, RowText } from './stored-rows.js';
 import { DATA_TABLES } from './stored-rows.js';

@@ -2,9 +2,11 @@
  * What the chaos workload is made of: planned messages, each with the outcome it must have, and
  * how the checker names a stored row's natural key.
  */
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
+import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/types.js';
 import type { DataTable, RowText } from './stored-rows.js';
+import { isDataTable } from './stored-rows.js';
 
 /** What one produced message must become. */
 export type PlannedOutcome =
@@ -65,4 +67,22 @@ export function naturalKeyOf(table: DataTable, text: RowText): string {
 }
 
 /** The table each pipeline writes. */
-export const TABLE_OF: Readonly<Record<PipelineName, DataTable>> = { 'app-stats': 'app_stats', reviews: 'reviews', 'network-metrics': 'network_metrics' };
+export const TABLE_OF: { readonly [N in PipelineName]?: DataTable } = Object.fromEntries(
+  PIPELINE_NAMES.flatMap((name) => {
+    const table = PIPELINES[name].table.name;
+    return isDataTable(table) ? [[name, table]] : [];
+  }),
+);
+
+/**
+ * The pipelines the workload covers: those whose table the checker reads as exact text
+ * (chaos/stored-rows.ts). The harness names the others at its start; they still run, unexercised.
+ */
+export const CHAOS_PIPELINES: readonly PipelineName[] = PIPELINE_NAMES.filter((name) => TABLE_OF[name] !== undefined);
+
+/** The table a covered pipeline writes. */
+export function tableOf(pipeline: PipelineName): DataTable {
+  const table = TABLE_OF[pipeline];
+  if (table === undefined) throw new Error(`chaos has no model of pipeline ${pipeline}'s table (chaos/stored-rows.ts)`);
+  return table;
+}

@@ -1,5 +1,7 @@
 import type { Queryable } from '../shared/queryable.js';
-import type { AppStatsMessage, NetworkMetricsMessage, ReviewMessage } from '../shared/contracts/types.js';
+import type { AppStatsMessage } from '../shared/contracts/app-stats.js';
+import type { NetworkMetricsMessage } from '../shared/contracts/network-metrics.js';
+import type { ReviewMessage } from '../shared/contracts/reviews.js';
 
 /**
  * Rows as exact text, so that "stored equals expected" is a string comparison that cannot be
@@ -8,9 +10,14 @@ import type { AppStatsMessage, NetworkMetricsMessage, ReviewMessage } from '../s
  * and UUIDs in PostgreSQL's own text form, JSONB as its canonical text.
  */
 
-/** The three data tables. */
+/** The data tables the checker reads (each pipeline's, shared/pipelines.ts). */
 export const DATA_TABLES = ['app_stats', 'reviews', 'network_metrics'] as const;
 export type DataTable = (typeof DATA_TABLES)[number];
+
+/** Whether the checker can read `table`. */
+export function isDataTable(table: string): table is DataTable {
+  return (DATA_TABLES as readonly string[]).includes(table);
+}
 
 /** One row: column name -> exact text, or `null` for SQL NULL. */
 export type RowText = Readonly<Record<string, string | null>>;

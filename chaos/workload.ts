@@ -1,11 +1,12 @@
 /**
- * The chaos run's workload: a seeded, mixed stream of messages over the three topics, each with
+ * The chaos run's workload: a seeded, mixed stream of messages over every pipeline's topic, each with
  * the outcome it must have (see message-generator.ts), in production order.
  */
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/types.js';
 import { MessageGenerator } from './message-generator.js';
 import type { Workload } from './plan.js';
+import { CHAOS_PIPELINES } from './plan.js';
 import { createRandom } from './random.js';
 import { chaosApps } from './values.js';
 
@@ -27,12 +28,12 @@ export function generateWorkload(seed: number, total: number): Workload {
   const random = createRandom(seed);
   const apps = chaosApps();
   const generator = new MessageGenerator(random.fork('messages'), apps, `s${seed}`);
-  const poisonCount = Math.max(POISON_REASONS.length * 3, Math.round(total * 0.01));
+  const topics = CHAOS_PIPELINES;
+  const poisonCount = Math.max(POISON_REASONS.length * topics.length, Math.round(total * 0.01));
   const poisonRandom = random.fork('poison');
-  const topics: PipelineName[] = ['reviews', 'app-stats', 'network-metrics'];
   for (let i = 0; i < poisonCount && generator.drafts.length < total; i++) {
     // The first rounds give every reason on every topic; the rest are drawn at random.
-    const round = i < POISON_REASONS.length * 3;
+    const round = i < POISON_REASONS.length * topics.length;
     const reason = round ? (POISON_REASONS[i % POISON_REASONS.length] as RejectionReason) : poisonRandom.pick(POISON_REASONS);
     const topic = round ? (topics[Math.floor(i / POISON_REASONS.length)] as PipelineName) : poisonRandom.pick(topics);
     generator.poison(poisonRandom.next(), topic, reason);

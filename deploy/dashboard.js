@@ -105,11 +105,14 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
   ];
 }
 
-/** The dashboard resource (`Dashboard`), named `<service>-<stage>`. */
-export async function dashboard() {
+/**
+ * The dashboard resource (`Dashboard`), named `<service>-<stage>`.
+ * @param {import('./pipelines.js').Resolver} [resolver]
+ */
+export async function dashboard(resolver) {
   /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */
   const metrics = await tsImport('../aws/metrics.ts', import.meta.url);
-  const widgets = (await pipelines()).flatMap(({ name, id }, row) =>
+  const widgets = (await pipelines(resolver)).flatMap(({ name, id }, row) =>
     widgetsOf(
       {
         name,

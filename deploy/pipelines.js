@@ -1,88 +1,81 @@
 // @ts-check
 /**
- * Everything serverless.yml deploys per pipeline, generated from one list: the consumer
- * function, its Kafka event source mapping, its seven alarms and the ARNs its role needs.
- * serverless.yml loads each export with `${file(./deploy/pipelines.js):<name>}`; osls calls an
- * exported function and resolves the `${...}` variables in what it returns, so stage values stay
- * in deploy/params.yml. The pipelines themselves (names, topics, docs/design.md section 1's groups and
- * batch sizes) are shared/pipeline-names.ts's, loaded through tsx: a pipeline the code knows but
- * this list does not (or the reverse) fails the packaging.
+ * Everything serverless.yml deploys per pipeline, generated from the pipelines' specs
+ * (shared/pipelines.ts, loaded through tsx): the consumer function, its Kafka event source
+ * mapping, its seven alarms and the ARNs its role needs. serverless.yml loads each export with
+ * `${file(./deploy/pipelines.js):<name>}`; osls calls an exported function with a resolver (which
+ * names the stage) and resolves the `${...}` variables in what it returns. What is the stage's
+ * alone (its Kafka source, VPC, database, alarm topic) stays in deploy/params.yml; what is a
+ * pipeline's (memory, batching window, pollers, lag thresholds per stage, groups) is its spec's.
  */
 import { tsImport } from 'tsx/esm/api';
 
 /**
- * @typedef {object} PipelineDeployment What the deployment chooses per pipeline.
- * @property {number} memorySize The function's memory in MB (memory buys CPU).
- * @property {number} batchingWindowSeconds The mapping's MaximumBatchingWindowInSeconds.
- */
-
-/** @type {Record<string, PipelineDeployment>} */
-const DEPLOYMENT = {
-  'app-stats': {
-    // Decode + validate up to 200 records; the heap needs < 100 MB.
-    memorySize: 512,
-    // Hourly crawl, nobody waiting: fuller batches, fewer transactions.
-    batchingWindowSeconds: 10,
-  },
-  reviews: {
-    // 500 records per batch and floods of 200,000: a full vCPU share halves the batch time.
-    memorySize: 1024,
-    batchingWindowSeconds: 5,
-  },
-  'network-metrics': {
-    // A user is waiting: enough CPU for a quick cold start and a small batch.
-    memorySize: 512,
-    // A user is waiting (docs/design.md section 1: under 1 s): no batching window. Kafka's default is 500 ms.
-    batchingWindowSeconds: 0,
-  },
-};
-
-/**
- * @typedef {object} Pipeline One pipeline as the deployment sees it.
+ * @typedef {object} Pipeline One pipeline as the deployment sees it on the stage packaged.
  * @property {string} name The pipeline's name (`network-metrics`).
  * @property {string} topic Its Kafka topic.
  * @property {string} id Its name in logical ids and parameter names (`NetworkMetrics`).
  * @property {string} functionKey Its function's key in `functions` (`networkMetrics`).
- * @property {string} group Its consumer group id: the stage's `group<Id>` parameter, else design section 1's.
- * @property {string} batchSize The stage's `batchSize<Id>` parameter, else design section 1's batch size.
- * @property {number} memorySize See PipelineDeployment.
- * @property {number} batchingWindowSeconds See PipelineDeployment.
+ * @property {string} group Its consumer group id: the stage's `group<Id>` parameter, else the spec's for the stage.
+ * @property {string} batchSize The stage's `batchSize<Id>` parameter, else the spec's batch size.
+ * @property {number} memorySize The function's memory in MB.
+ * @property {number} batchingWindowSeconds The mapping's MaximumBatchingWindowInSeconds.
+ * @property {string} minimumPollers The stage's `minimumPollers` parameter, else the spec's.
+ * @property {string} maximumPollers The stage's `maximumPollers` parameter, else the spec's.
+ * @property {number} lagAlarmThreshold The stage's offset-lag alarm threshold.
  */
-
-/** @type {Promise<Pipeline[]> | undefined} */
-let loaded;
 
 /**
- * The one list of pipelines, in the order of shared/pipeline-names.ts (also deploy/dashboard.js's).
+ * @typedef {{ resolveVariable?: (name: string) => Promise<unknown> }} Resolver What osls hands an
+ * exported function: `resolveVariable('sls:stage')` names the stage being packaged.
+ */
+
+/** @type {Map<string, Promise<Pipeline[]>>} */
+const loaded = new Map();
+
+/**
+ * The one list of pipelines, in the order of shared/pipelines.ts (also deploy/dashboard.js's),
+ * with the values of the stage osls is packaging.
+ * @param {Resolver} [resolver]
  * @returns {Promise<Pipeline[]>}
  */
-export function pipelines() {
-  loaded ??= loadPipelines();
-  return loaded;
+export async function pipelines({ resolveVariable } = {}) {
+  const stage = resolveVariable ? String(await resolveVariable('sls:stage')) : 'local';
+  let list = loaded.get(stage);
+  if (list === undefined) {
+    list = loadPipelines(stage);
+    loaded.set(stage, list);
+  }
+  return list;
 }
 
-/** @returns {Promise<Pipeline[]>} */
-async function loadPipelines() {
-  /** @type {{ PIPELINE_NAMES: readonly string[], PIPELINE_DEFAULTS: Record<string, { topic: string, group: string, batchSize: number }> }} */
-  const shared = await tsImport('../shared/pipeline-names.ts', import.meta.url);
-  const names = [...shared.PIPELINE_NAMES];
-  if (names.join() !== Object.keys(DEPLOYMENT).join()) {
-    const listed = Object.keys(DEPLOYMENT).join(', ');
-    throw new Error(`deploy/pipelines.js lists [${listed}]; it must list shared/pipeline-names.ts's [${names.join(', ')}], in that order`);
-  }
-  return names.map((name) => {
-    const id = name.split('-').map((word) => word.charAt(0).toUpperCase() + word.slice(1)).join('');
-    const defaults = shared.PIPELINE_DEFAULTS[name];
-    const deployment = DEPLOYMENT[name];
-    if (defaults === undefined || deployment === undefined) throw new Error(`no defaults for pipeline ${name}`);
+/**
+ * @param {string} stage
+ * @returns {Promise<Pipeline[]>}
+ */
+async function loadPipelines(stage) {
+  /** @type {typeof import('../shared/pipelines.ts')} */
+  const { PIPELINE_NAMES, PIPELINES } = await tsImport('../shared/pipelines.ts', import.meta.url);
+  /** @type {typeof import('../shared/stages.ts')} */
+  const { isStage, STAGES, stageGroup, valueForStage } = await tsImport('../shared/stages.ts', import.meta.url);
+  /** @type {typeof import('../shared/pipeline-spec.ts')} */
+  const { logicalId } = await tsImport('../shared/pipeline-spec.ts', import.meta.url);
+  if (!isStage(stage)) throw new Error(`unknown stage ${JSON.stringify(stage)}: shared/stages.ts knows ${STAGES.join(', ')}`);
+  return PIPELINE_NAMES.map((name) => {
+    const spec = PIPELINES[name];
+    const id = logicalId(name);
     return {
       name,
-      topic: defaults.topic,
+      topic: spec.topic,
       id,
       functionKey: id.charAt(0).toLowerCase() + id.slice(1),
-      group: `\${param:group${id}, '${defaults.group}'}`,
-      batchSize: `\${param:batchSize${id}, ${defaults.batchSize}}`,
-      ...deployment,
+      group: `\${param:group${id}, '${stageGroup(spec, stage)}'}`,
+      batchSize: `\${param:batchSize${id}, ${spec.batchSize}}`,
+      memorySize: spec.lambda.memorySize,
+      batchingWindowSeconds: spec.lambda.batchingWindowSeconds,
+      minimumPollers: `\${param:minimumPollers, ${spec.lambda.pollers.minimum}}`,
+      maximumPollers: `\${param:maximumPollers, ${spec.lambda.pollers.maximum}}`,
+      lagAlarmThreshold: valueForStage(spec.lagAlarmThreshold, stage),
     };
   });
 }
@@ -131,7 +124,7 @@ export async function functions({ resolveVariable } = {}) {
     await checkConsumerTimeout({ timeoutSeconds: Number(await resolveVariable('self:custom.consumerTimeout')), environment });
   }
   return Object.fromEntries(
-    (await pipelines()).map((pipeline) => [
+    (await pipelines({ resolveVariable })).map((pipeline) => [
       pipeline.functionKey,
       {
         handler: `handlers/${pipeline.name}.handler`,
@@ -145,36 +138,49 @@ export async function functions({ resolveVariable } = {}) {
   );
 }
 
-/** Properties every consumer's mapping shares. */
-const MAPPING = {
-  // One definition for both sources: the condition drops what the stage's source does not use.
-  EventSourceArn: { 'Fn::If': ['UsesMsk', '${self:custom.mskClusterArn}', NO_VALUE] },
-  SelfManagedEventSource: {
-    'Fn::If': ['UsesMsk', NO_VALUE, { Endpoints: { KafkaBootstrapServers: '${param:kafkaBootstrapServers}' } }],
-  },
-  SourceAccessConfigurations: { 'Fn::If': ['UsesMsk', NO_VALUE, '${param:kafkaAccessConfigurations}'] },
-  StartingPosition: 'TRIM_HORIZON',
-  ProvisionedPollerConfig: { MinimumPollers: '${param:minimumPollers}', MaximumPollers: '${param:maximumPollers}' },
-  // The functions run with STORAGE_FAILURE_RESPONSE=report: without this response type a
-  // reported failure would count as success and the batch would be lost (docs/design.md section 3).
-  FunctionResponseTypes: ['ReportBatchItemFailures'],
-  // Infinite (the default, stated): capped retries or a maximum age would skip records that
-  // were never stored. No DestinationConfig for the same reason (with one, Lambda also caps
-  // infinite retries at 10). Kafka mappings take these error controls, and the response type
-  // above, only in provisioned mode: hence ProvisionedPollerConfig.
-  MaximumRetryAttempts: -1,
-  MaximumRecordAgeInSeconds: -1,
-  // The handler isolates poison records itself; halving a batch would only repeat work.
-  BisectBatchOnFunctionError: false,
-  MetricsConfig: { Metrics: ['EventCount', 'ErrorCount', 'KafkaMetrics'] },
-};
+/**
+ * A consumer's mapping: what every mapping shares, and the pipeline's own topic, group, batch
+ * size, batching window and pollers.
+ * @param {Pipeline} pipeline
+ */
+function mappingProperties(pipeline) {
+  return {
+    // One definition for both sources: the condition drops what the stage's source does not use.
+    EventSourceArn: { 'Fn::If': ['UsesMsk', '${self:custom.mskClusterArn}', NO_VALUE] },
+    SelfManagedEventSource: {
+      'Fn::If': ['UsesMsk', NO_VALUE, { Endpoints: { KafkaBootstrapServers: '${param:kafkaBootstrapServers}' } }],
+    },
+    SourceAccessConfigurations: { 'Fn::If': ['UsesMsk', NO_VALUE, '${param:kafkaAccessConfigurations}'] },
+    StartingPosition: 'TRIM_HORIZON',
+    ProvisionedPollerConfig: { MinimumPollers: pipeline.minimumPollers, MaximumPollers: pipeline.maximumPollers },
+    // The functions run with STORAGE_FAILURE_RESPONSE=report: without this response type a
+    // reported failure would count as success and the batch would be lost (docs/design.md section 3).
+    FunctionResponseTypes: ['ReportBatchItemFailures'],
+    // Infinite (the default, stated): capped retries or a maximum age would skip records that
+    // were never stored. No DestinationConfig for the same reason (with one, Lambda also caps
+    // infinite retries at 10). Kafka mappings take these error controls, and the response type
+    // above, only in provisioned mode: hence ProvisionedPollerConfig.
+    MaximumRetryAttempts: -1,
+    MaximumRecordAgeInSeconds: -1,
+    // The handler isolates poison records itself; halving a batch would only repeat work.
+    BisectBatchOnFunctionError: false,
+    MetricsConfig: { Metrics: ['EventCount', 'ErrorCount', 'KafkaMetrics'] },
+    FunctionName: functionRef(pipeline.id),
+    Topics: [pipeline.topic],
+    BatchSize: pipeline.batchSize,
+    MaximumBatchingWindowInSeconds: pipeline.batchingWindowSeconds,
+    AmazonManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', { ConsumerGroupId: pipeline.group }, NO_VALUE] },
+    SelfManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', NO_VALUE, { ConsumerGroupId: pipeline.group }] },
+  };
+}
 
 /**
  * One event source mapping per consumer. Declared as resources, not as osls `msk`/`kafka`
  * events, because osls names an MSK mapping after the cluster, so no stable id could be extended.
+ * @param {Resolver} [resolver]
  */
-export async function eventSourceMappings() {
-  const all = await pipelines();
+export async function eventSourceMappings(resolver) {
+  const all = await pipelines(resolver);
   return {
     // A pipeline is paused on AWS by disabling its mapping; with the UUID an output, the
     // runbook's `aws lambda update-event-source-mapping --uuid ... --no-enabled` needs no lookup.
@@ -195,15 +201,7 @@ export async function eventSourceMappings() {
           Type: 'AWS::Lambda::EventSourceMapping',
           Condition: 'KafkaMappingsEnabled',
           DependsOn: ['SchemaMigration'],
-          Properties: {
-            ...MAPPING,
-            FunctionName: functionRef(pipeline.id),
-            Topics: [pipeline.topic],
-            BatchSize: pipeline.batchSize,
-            MaximumBatchingWindowInSeconds: pipeline.batchingWindowSeconds,
-            AmazonManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', { ConsumerGroupId: pipeline.group }, NO_VALUE] },
-            SelfManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', NO_VALUE, { ConsumerGroupId: pipeline.group }] },
-          },
+          Properties: mappingProperties(pipeline),
         },
       ]),
     ),
@@ -211,27 +209,31 @@ export async function eventSourceMappings() {
 }
 
 /** No consumer function is created or updated before the schema it needs (docs/design.md section 2). */
-export async function functionsAfterMigration() {
+/** @param {Resolver} [resolver] */
+export async function functionsAfterMigration(resolver) {
   return {
     extensions: Object.fromEntries(
-      (await pipelines()).map((pipeline) => [`${pipeline.id}LambdaFunction`, { DependsOn: ['SchemaMigration'] }]),
+      (await pipelines(resolver)).map((pipeline) => [`${pipeline.id}LambdaFunction`, { DependsOn: ['SchemaMigration'] }]),
     ),
   };
 }
 
 /** The consumers' log groups (their role writes nothing else). */
-export async function logGroupArns() {
-  return (await pipelines()).map((pipeline) => ({ 'Fn::GetAtt': [`${pipeline.id}LogGroup`, 'Arn'] }));
+/** @param {Resolver} [resolver] */
+export async function logGroupArns(resolver) {
+  return (await pipelines(resolver)).map((pipeline) => ({ 'Fn::GetAtt': [`${pipeline.id}LogGroup`, 'Arn'] }));
 }
 
 /** The MSK topics the consumers read. */
-export async function mskTopicArns() {
-  return (await pipelines()).map((pipeline) => kafkaArn('topic', pipeline.topic));
+/** @param {Resolver} [resolver] */
+export async function mskTopicArns(resolver) {
+  return (await pipelines(resolver)).map((pipeline) => kafkaArn('topic', pipeline.topic));
 }
 
 /** The MSK consumer groups the consumers' mappings join. */
-export async function mskGroupArns() {
-  return (await pipelines()).map((pipeline) => kafkaArn('group', pipeline.group));
+/** @param {Resolver} [resolver] */
+export async function mskGroupArns(resolver) {
+  return (await pipelines(resolver)).map((pipeline) => kafkaArn('group', pipeline.group));
 }
 
 // Alarm building blocks: every alarm notifies the stage's topic, on ALARM and on OK.
@@ -252,7 +254,7 @@ const ANY_IN_FIVE_MINUTES = {
 const BATCH_METRIC = { ...ANY_IN_FIVE_MINUTES, Namespace: 'StorageConsumer/${sls:stage}' };
 
 /** @param {Pipeline} pipeline @returns {Record<string, object>} The pipeline's alarms' properties by logical id. */
-function alarmsOf({ id, name }) {
+function alarmsOf({ id, name, lagAlarmThreshold }) {
   const alarmName = (/** @type {string} */ what) => `\${self:service}-\${sls:stage}-${name}-${what}`;
   const byFunction = [{ Name: 'FunctionName', Value: functionRef(id) }];
   const byPipeline = [
@@ -307,7 +309,7 @@ function alarmsOf({ id, name }) {
       Period: 300,
       EvaluationPeriods: 3,
       ComparisonOperator: 'GreaterThanThreshold',
-      Threshold: `\${param:offsetLagThreshold${id}}`,
+      Threshold: lagAlarmThreshold,
       TreatMissingData: 'notBreaching',
     },
     [`${id}DeadLetteredAlarm`]: {
@@ -351,9 +353,10 @@ function alarmsOf({ id, name }) {
  * Seven alarms per consumer, the AWS form of "a half-alive pipeline counts as dead": errors,
  * throttles, duration, offset lag, dead letters, failed batches, and lag without invocations.
  */
-export async function alarms() {
+/** @param {Resolver} [resolver] */
+export async function alarms(resolver) {
   const resources = {};
-  for (const pipeline of await pipelines()) {
+  for (const pipeline of await pipelines(resolver)) {
     for (const [logicalId, properties] of Object.entries(alarmsOf(pipeline))) {
       Object.assign(resources, { [logicalId]: { Type: 'AWS::CloudWatch::Alarm', Properties: properties } });
     }

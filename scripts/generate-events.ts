@@ -10,6 +10,8 @@ import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-bui
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
+import type { PipelineName } from '../shared/pipelines.js';
+import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
 
 /** The App API rows the sample events refer to (`com.example.unregistered` is deliberately absent). */
 export const SAMPLE_APPLICATIONS = [
@@ -231,9 +233,22 @@ function networkMetricsEvents(): Record<string, KafkaEvent> {
   };
 }
 
-/** Every sample event, by file name (without `.json`). */
+/** The hand-written cases per pipeline; a pipeline without them gets {@link specEvents}. */
+const CASES: { readonly [N in PipelineName]?: () => Record<string, KafkaEvent> } = {
+  'app-stats': appStatsEvents,
+  reviews: reviewsEvents,
+  'network-metrics': networkMetricsEvents,
+};
+
+/** A pipeline's `<name>.json`: its spec's sample message, once per partition (shared/pipelines.ts). */
+function specEvents(name: PipelineName): Record<string, KafkaEvent> {
+  const { topic, sample } = PIPELINES[name];
+  return { [name]: buildKafkaEvent([0, 1, 2].map((partition) => record(topic, partition, 0, sample())), MSK) };
+}
+
+/** Every sample event, by file name (without `.json`): every pipeline's, in order. */
 export function sampleEvents(): Record<string, KafkaEvent> {
-  return { ...appStatsEvents(), ...reviewsEvents(), ...networkMetricsEvents() };
+  return Object.assign({}, ...PIPELINE_NAMES.map((name) => (CASES[name] ?? (() => specEvents(name)))()));
 }
 
 /** The file's text for an event: pretty JSON, newline-terminated (stable diffs). */

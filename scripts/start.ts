@@ -24,7 +24,7 @@ import { installProcessGuards } from '../host/process-guards.js';
 import { createHostLogger } from '../host/supervisor.js';
 import { ensureTopics } from '../host/topics.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
-import { PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
 
 const root = path.resolve(import.meta.dirname, '..');

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { beginBatchTransaction } from './connection.js';
 import { recordOperatorAction } from './operator-actions.js';
-import { isPipelineName } from './pipeline-names.js';
-import type { PipelineName } from './pipeline-names.js';
+import { isPipelineName } from './pipelines.js';
+import type { PipelineName } from './pipelines.js';
 import type { Queryable } from './queryable.js';
 import type { DatabaseSettings } from './settings.js';
 

@@ -10,8 +10,8 @@ import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withCl
 import { isRefusedDataError } from './error-classification.js';
 import { RetryBudgetExhaustedError } from './errors.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';
-import type { BoundRow, PipelineDefinition } from './pipeline-definitions.js';
-import type { PipelineName } from './pipeline-names.js';
+import type { BoundRow, PipelineDefinition } from './pipeline-spec.js';
+import type { PipelineName } from './pipelines.js';
 import type { ApplicationIds } from './resolver.js';
 import { withTransientRetry } from './retry.js';
 import type { PipelineRuntime } from './runtime.js';
@@ -50,7 +50,7 @@ interface Decoded<M> {
 /** What every attempt of one batch writes: decoded messages and the decoder's rejections. */
 interface Batch<M extends Message> {
   readonly runtime: PipelineRuntime;
-  readonly definition: PipelineDefinition<M>;
+  readonly definition: PipelineDefinition<M, PipelineName>;
   readonly messages: readonly Decoded<M>[];
   readonly rejections: readonly DeadLetter[];
   readonly beforeCommit: BatchOptions['beforeCommit'];
@@ -74,7 +74,7 @@ interface Written extends WriteOutcome {
  * becomes a dead letter.
  */
 function decodeAll<M extends Message>(
-  definition: PipelineDefinition<M>,
+  definition: PipelineDefinition<M, PipelineName>,
   records: readonly KafkaRecord[],
 ): { messages: Decoded<M>[]; rejections: DeadLetter[] } {
   const messages: Decoded<M>[] = [];
@@ -114,7 +114,7 @@ function bindApplications<M extends Message>(
 /** How one attempt writes its rows; `refused` are rows the database refused, as dead letters. */
 type RowWrite = <M extends Message>(
   client: pg.PoolClient,
-  definition: PipelineDefinition<M>,
+  definition: PipelineDefinition<M, PipelineName>,
   rows: readonly BoundRow<M>[],
   options: UpsertOptions,
 ) => Promise<{ outcome: WriteOutcome; refused: readonly DeadLetter[] }>;
@@ -235,8 +235,8 @@ export async function processBatch(
   options: BatchOptions = {},
 ): Promise<{ response: BatchResponse; report: BatchReport }> {
   const started = performance.now();
-  // The three definitions differ only in their message type, which the flow never looks into.
-  const definition = runtime.definition as unknown as PipelineDefinition<Message>;
+  // The definitions differ only in their message type, which the flow never looks into.
+  const definition = runtime.definition as unknown as PipelineDefinition<Message, PipelineName>;
   const records = parseKafkaEvent(event);
   const ranges = offsetRanges(records);
   const partitions = [...ranges].map(([partition, range]) => ({ partition, ...range }));

@@ -1,16 +1,16 @@
 import type pg from 'pg';
 import { createPool } from './db.js';
 import type { CoreLogger } from './logger.js';
-import type { AnyPipelineDefinition } from './pipeline-definitions.js';
-import { PIPELINE_DEFINITIONS } from './pipeline-definitions.js';
-import type { PipelineName } from './pipeline-names.js';
+import type { AnyPipelineSpec } from './pipelines.js';
+import { PIPELINES } from './pipelines.js';
+import type { PipelineName } from './pipelines.js';
 import { ApplicationResolver } from './resolver.js';
 import { PrecheckSwitch } from './upsert.js';
 import type { DatabaseSettings, Settings } from './settings.js';
 
 /** What one pipeline keeps between batches: its pool and its cache (nothing shared). */
 export interface PipelineRuntime {
-  readonly definition: AnyPipelineDefinition;
+  readonly definition: AnyPipelineSpec;
   readonly settings: Settings;
   readonly logger: CoreLogger;
   readonly pool: () => Promise<pg.Pool>;
@@ -57,7 +57,7 @@ export function createPipelineRuntime(
     if (current) await (await current).end();
   };
   return {
-    definition: PIPELINE_DEFINITIONS[name],
+    definition: PIPELINES[name],
     settings,
     logger,
     pool: open,

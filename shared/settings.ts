@@ -3,8 +3,9 @@ import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariabl
 import type { Environment } from './env.js';
 import { ConfigurationError } from './errors.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './migrations/constants.js';
-import { envSuffix, isPipelineName, PIPELINE_DEFAULTS, PIPELINE_NAMES } from './pipeline-names.js';
-import type { PipelineName } from './pipeline-names.js';
+import { envSuffix } from './pipeline-spec.js';
+import { isPipelineName, PIPELINE_NAMES, PIPELINES } from './pipelines.js';
+import type { PipelineName } from './pipelines.js';
 
 /** How a batch that could not be stored is handed back for redelivery (docs/design.md section 3). */
 export const FAILURE_RESPONSES = ['throw', 'report'] as const;
@@ -67,7 +68,7 @@ const MAX_BATCH_SIZE = 10_000; // the largest BatchSize an event source mapping 
 
 function readPipeline(env: Environment, name: PipelineName): PipelineSettings {
   const suffix = envSuffix(name);
-  const defaults = PIPELINE_DEFAULTS[name];
+  const defaults = PIPELINES[name];
   const generalBatch = readVariable(env, 'STORAGE_MAX_POLL_RECORDS', integerVariable(1, MAX_BATCH_SIZE), defaults.batchSize);
   return {
     name,

@@ -1,4 +1,4 @@
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import { REJECTION_REASONS } from '../../shared/types.js';
 import type { RejectionReason } from '../../shared/types.js';
 import { UsageError } from '../command.js';

@@ -6,7 +6,7 @@ import { createKafka } from '../../host/kafka-connection.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
-import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import { PIPELINES } from '../../shared/pipelines.js';
 import type { KafkaRecord } from '../../shared/types.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
@@ -32,10 +32,10 @@ function bytesView(bytes: Buffer | null): { encoding: 'utf8' | 'hex'; text: stri
 }
 
 /** What peek reports of one record: as the host hands it to the pipeline, and the contract's verdict. */
-function inspect(pipeline: keyof typeof PIPELINE_DEFINITIONS, record: KafkaRecord) {
+function inspect(pipeline: keyof typeof PIPELINES, record: KafkaRecord) {
   const verdict = record.rejection
     ? { ok: false as const, rejection: record.rejection }
-    : (PIPELINE_DEFINITIONS[pipeline].decode(record.value) as { ok: true; message: unknown } | { ok: false; rejection: KafkaRecord['rejection'] });
+    : (PIPELINES[pipeline].decode(record.value) as { ok: true; message: unknown } | { ok: false; rejection: KafkaRecord['rejection'] });
   return {
     topic: record.topic,
     partition: record.partition,

@@ -1,5 +1,5 @@
-import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import type { Settings } from '../../shared/settings.js';
 import { UsageError } from '../command.js';
 

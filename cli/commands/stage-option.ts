@@ -1,10 +1,12 @@
-import { envSuffix, PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import { envSuffix } from '../../shared/pipeline-spec.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { CliIo } from '../command.js';
 import { UsageError } from '../command.js';
-import type { Stage } from '../lag-thresholds.js';
-import { STAGE_GROUPS, STAGES } from '../lag-thresholds.js';
+import { stageGroups } from '../lag-thresholds.js';
+import type { Stage } from '../../shared/stages.js';
+import { isStage, STAGES } from '../../shared/stages.js';
 
-/** `--stage S`: look at the consumer groups stage S deploys (deploy/params.yml). */
+/** `--stage S`: look at the consumer groups stage S deploys (shared/stages.ts). */
 export const STAGE_OPTION = {
   options: { stage: { type: 'string' } },
   help: `  --stage S        the consumer group names of stage S (${STAGES.join(', ')}), as its deployment sets them
@@ -13,8 +15,8 @@ export const STAGE_OPTION = {
 
 /** Checks a stage named on the command line. */
 function parseStage(stage: string): Stage {
-  if (!(STAGES as readonly string[]).includes(stage)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(stage)}`);
-  return stage as Stage;
+  if (!isStage(stage)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(stage)}`);
+  return stage;
 }
 
 /**
@@ -24,7 +26,7 @@ function parseStage(stage: string): Stage {
  */
 export function applyStage(io: CliIo, stage: string | undefined): CliIo {
   if (stage === undefined) return io;
-  const groups = STAGE_GROUPS[parseStage(stage)];
+  const groups = stageGroups(parseStage(stage));
   const env: Record<string, string | undefined> = { ...io.env };
   for (const pipeline of PIPELINE_NAMES) {
     const variable = `STORAGE_GROUP_${envSuffix(pipeline)}`;

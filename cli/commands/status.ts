@@ -1,5 +1,5 @@
 import type { PipelineStatusDocument } from '../../host/pipeline-status.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { readPipelinePauses } from '../../shared/pipeline-pauses.js';
 import type { PipelinePause } from '../../shared/pipeline-pauses.js';
 import type { CliIo, Command } from '../command.js';

@@ -6,9 +6,9 @@ import { createPool } from '../../shared/db.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
 import { describeMismatches } from '../../shared/migrations/status.js';
 import { findSchemaDrift } from '../../shared/migrations/drift.js';
-import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINES } from '../../shared/pipelines.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import type { Settings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
@@ -16,8 +16,9 @@ import { cliLogger } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
 import type { GroupPosition } from '../kafka.js';
-import type { LagThresholds, Stage } from '../lag-thresholds.js';
-import { DEFAULT_VERIFY_STAGE, LAG_ALARM_THRESHOLDS, STAGES } from '../lag-thresholds.js';
+import type { LagThresholds } from '../lag-thresholds.js';
+import { DEFAULT_VERIFY_STAGE, lagAlarmThresholds } from '../lag-thresholds.js';
+import { isStage, STAGES } from '../../shared/stages.js';
 import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { applyStage } from './stage-option.js';
@@ -117,7 +118,7 @@ async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext
   const rows = await Promise.all(
     pipelines.map(async (name) => {
       const { topic } = settings.pipelines[name];
-      const table = PIPELINE_DEFINITIONS[name].table.name;
+      const table = PIPELINES[name].table.name;
       const offsets = await connected.fetchTopicOffsets(topic);
       const messages = offsets.reduce((sum, { low, high }) => sum + BigInt(high) - BigInt(low), 0n);
       const counted = await pool.query<{ rows: string }>(`SELECT count(*)::text AS rows FROM ${table}`);
@@ -248,8 +249,8 @@ function lagThresholds(stage: string | undefined, maxLag: string | undefined): L
     return Object.fromEntries(PIPELINE_NAMES.map((name) => [name, limit])) as Record<PipelineName, number>;
   }
   const chosen = stage ?? DEFAULT_VERIFY_STAGE;
-  if (!(STAGES as readonly string[]).includes(chosen)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(chosen)}`);
-  return LAG_ALARM_THRESHOLDS[chosen as Stage];
+  if (!isStage(chosen)) throw new UsageError(`--stage must be one of ${STAGES.join(', ')}, got ${JSON.stringify(chosen)}`);
+  return lagAlarmThresholds(chosen);
 }
 
 /** `verify`: the stack end to end, step by step. */
@@ -270,7 +271,7 @@ The pipelines are those of STORAGE_PIPELINES (all three by default). Exit 0 only
 check holds, 1 when one failed.
 
   --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
-                offset-lag alarms; default thresholds ${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(LAG_ALARM_THRESHOLDS[DEFAULT_VERIFY_STAGE])}
+                offset-lag alarms; default thresholds ${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}
   --max-lag N   one threshold for every group instead
   --json        the whole report as JSON
 `,

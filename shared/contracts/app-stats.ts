@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { finiteNumber, histogram, integer, price } from './numbers.js';
 import { currency, packageName, text } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { AppStatsMessage, Decoder } from './types.js';
+import type { Decoder, MessageOf } from './types.js';
 
 const count = optional(integer('bigint', { min: 0 }));
 
@@ -24,6 +24,9 @@ export const appStatsSchema = z.object({
   version: optional(text({ max: 64 })),
   app_updated_at: optional(timestamp),
 });
+
+/** `app-stats` message, contract v1. */
+export type AppStatsMessage = MessageOf<typeof appStatsSchema>;
 
 /** Decodes one `app-stats` record value; never throws. */
 export const decodeAppStats: Decoder<AppStatsMessage> = createDecoder(appStatsSchema);

@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { finiteNumber, integer, protocols } from './numbers.js';
 import { packageName, text, uuid } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { Decoder, NetworkMetricsMessage } from './types.js';
+import type { Decoder, MessageOf } from './types.js';
 
 const bigCount = integer('bigint', { min: 0 });
 const count = optional(integer('integer', { min: 0 }));
@@ -26,6 +26,9 @@ export const networkMetricsSchema = z.object({
   protocols: optional(protocols),
   analyzer_version: optional(text({ max: 64 })),
 });
+
+/** `network-metrics` message, contract v1. */
+export type NetworkMetricsMessage = MessageOf<typeof networkMetricsSchema>;
 
 /** Decodes one `network-metrics` record value; never throws. */
 export const decodeNetworkMetrics: Decoder<NetworkMetricsMessage> = createDecoder(networkMetricsSchema);

@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { integer } from './numbers.js';
 import { packageName, text } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { Decoder, ReviewMessage } from './types.js';
+import type { Decoder, MessageOf } from './types.js';
 
 const version = optional(text({ max: 64 }));
 
@@ -23,6 +23,9 @@ export const reviewSchema = z.object({
   replied_at: optional(timestamp),
   last_synced_at: timestamp,
 });
+
+/** `reviews` message, contract v1. */
+export type ReviewMessage = MessageOf<typeof reviewSchema>;
 
 /** Decodes one `reviews` record value; never throws. */
 export const decodeReview: Decoder<ReviewMessage> = createDecoder(reviewSchema);

@@ -1,8 +1,5 @@
 import type { z } from 'zod';
 import type { Rejection } from '../types.js';
-import type { appStatsSchema } from './app-stats.js';
-import type { networkMetricsSchema } from './network-metrics.js';
-import type { reviewSchema } from './reviews.js';
 
 /** The outcome of decoding one record's value: a message, or a rejection. Never throws. */
 export type DecodeResult<T> =
@@ -17,16 +14,7 @@ type ReadonlyField<T> = T extends string ? T : T extends readonly (infer Item)[]
  * optional fields absent or null are `null`, timestamps are UtcTimestamp, `price` is exact decimal
  * text (`"4.99"`).
  */
-type MessageOf<Schema extends z.ZodType> = { readonly [Field in keyof z.output<Schema>]: ReadonlyField<z.output<Schema>[Field]> };
-
-/** `app-stats` message, contract v1. */
-export type AppStatsMessage = MessageOf<typeof appStatsSchema>;
-
-/** `reviews` message, contract v1. */
-export type ReviewMessage = MessageOf<typeof reviewSchema>;
-
-/** `network-metrics` message, contract v1. */
-export type NetworkMetricsMessage = MessageOf<typeof networkMetricsSchema>;
+export type MessageOf<Schema extends z.ZodType> = { readonly [Field in keyof z.output<Schema>]: ReadonlyField<z.output<Schema>[Field]> };
 
 /** Decodes one record value (raw bytes or null) into a message of type `T`. */
 export type Decoder<T> = (value: Buffer | null) => DecodeResult<T>;

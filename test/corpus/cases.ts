@@ -6,7 +6,7 @@
  * Expected rows are written as the exact text `chaos/stored-rows.ts` reads back, derived by hand
  * from docs/design.md, never by running the decoder.
  */
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import type { RejectionReason } from '../../shared/types.js';
 import { doubleText } from '../../chaos/stored-rows.js';
 import type { RowText } from '../../chaos/stored-rows.js';

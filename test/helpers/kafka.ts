@@ -10,8 +10,8 @@ import '../../host/kafka-codecs.js';
 import type { Message, RecordMetadata } from 'kafkajs';
 import { inject } from 'vitest';
 import { TOPIC_PARTITIONS, ensureTopics } from '../../host/topics.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -11,6 +11,7 @@ import { isAlive, waitForExit } from '../../dev/kafka/process.js';
 import { TopicPartitionsError, describeTopics, ensureTopics } from '../../host/topics.js';
 import { createTestTopics, produce, testBrokers, testKafka } from '../helpers/kafka.js';
 import type { TestTopics } from '../helpers/kafka.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 
 const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 const unique = (name: string): string => `broker-test-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}-${name}`;
@@ -102,7 +103,7 @@ describe('produce and consume', () => {
     const described = await describeTopics(testBrokers(), Object.values(topics));
 
     expect(described.map(({ partitions }) => partitions)).toEqual([3, 3, 3]);
-    expect(Object.keys(topics)).toEqual(['app-stats', 'reviews', 'network-metrics']);
+    expect(Object.keys(topics)).toEqual(PIPELINE_NAMES);
   });
 
   it('delivers what was produced, with keys, headers, and one partition per key', async () => {

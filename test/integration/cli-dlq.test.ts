@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processBatch } from '../../shared/pipeline.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';

@@ -1,12 +1,12 @@
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
+import { lagAlarmThresholds } from '../../cli/lag-thresholds.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { describeTopics } from '../../host/topics.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
@@ -97,7 +97,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     expect(report.ok).toBe(true);
     expect(report.failedStep).toBeNull();
     // The lag thresholds are the prod offset-lag alarms' unless told otherwise.
-    expect(report.maxLag).toEqual(LAG_ALARM_THRESHOLDS.prod);
+    expect(report.maxLag).toEqual(lagAlarmThresholds('prod'));
     expect(report.steps.map((step) => [step.step, step.status])).toEqual([
       ['schema', 'ok'],
       ['topics', 'ok'],
@@ -182,7 +182,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     );
     expect(overThreshold.report.steps[4]?.summary).toBe(`group ${names.groups.reviews} lags ${behind} message(s), more than 2`);
     expect(overThreshold.report.maxLag).toEqual({ 'app-stats': 2, reviews: 2, 'network-metrics': 2 });
-    expect(dev.report.maxLag).toEqual(LAG_ALARM_THRESHOLDS.dev);
+    expect(dev.report.maxLag).toEqual(lagAlarmThresholds('dev'));
     expect(dev.report.failedStep).toBe('lag');
     expect(table.code).toBe(1);
     expect(table.stdout).toContain(`verify FAILED at step lag: group ${names.groups.reviews} has ${behind} message(s) of lag`);

@@ -7,8 +7,8 @@ import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
 import { createPipelineHandler } from '../../aws/pipeline-handler.js';
 import type { BatchReport } from '../../shared/batch-report.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { CORPUS, CORPUS_APPS, goodNeighbour } from '../corpus/cases.js';
 import type { CorpusCase } from '../corpus/cases.js';
 import type { TestSchema } from '../helpers/database.js';
@@ -18,7 +18,7 @@ import { lambdaContext, testSettings } from '../helpers/pipeline.js';
 // The hostile corpus through the real handler and PostgreSQL, in batches mixed with good
 // messages: every outcome as listed, every neighbour stored, no batch ever failing or retried.
 
-const TABLES: Record<PipelineName, DataTable> = { 'app-stats': 'app_stats', reviews: 'reviews', 'network-metrics': 'network_metrics' };
+const TABLES = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].table.name])) as Record<PipelineName, DataTable>;
 /** Corpus cases per batch (plus one good neighbour after every second case). */
 const CASES_PER_BATCH = 12;
 

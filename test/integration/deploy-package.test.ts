@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LAG_ALARM_THRESHOLDS } from '../../cli/lag-thresholds.js';
+import { lagAlarmThresholds } from '../../cli/lag-thresholds.js';
 import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
@@ -325,7 +325,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       expect(alarm('Duration')).toMatchObject({ MetricName: 'Duration', Statistic: 'Maximum', Dimensions: byFunction, Threshold: 0.8 * timeoutMs });
       expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
       // The table `verify` checks lag against (cli/lag-thresholds.ts) is the alarms' own.
-      expect(alarm('OffsetLag').Threshold).toBe(LAG_ALARM_THRESHOLDS[stage][pipeline]);
+      expect(alarm('OffsetLag').Threshold).toBe(lagAlarmThresholds(stage)[pipeline]);
       for (const kind of ['DeadLettered', 'BatchFailed']) {
         expect(alarm(kind)).toMatchObject({
           Namespace: `StorageConsumer/${stage}`,

@@ -7,7 +7,7 @@ import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { processBatch } from '../../shared/pipeline.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
 import {
   closeHostTestStack,

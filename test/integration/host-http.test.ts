@@ -14,8 +14,8 @@ import type { EmbeddedDatabase } from '../../dev/embedded-postgres.js';
 import { freePorts } from '../../dev/free-ports.js';
 import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES } from '../../host/metrics.js';
 import { runMigrations } from '../../shared/migrations/run.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { runCli } from '../helpers/cli.js';
 import { createAppsStandIn } from '../helpers/database.js';
 import {
@@ -136,7 +136,7 @@ describe('the host HTTP endpoint', () => {
     await produce(names.topics['network-metrics'], jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: randomUUID() }, '']));
     for (const name of PIPELINE_NAMES) await waitForCommittedToEnd(admin, names.groups[name], names.topics[name]);
 
-    const tables: Record<PipelineName, string> = { 'app-stats': 'app_stats', reviews: 'reviews', 'network-metrics': 'network_metrics' };
+    const tables = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].table.name])) as Record<PipelineName, string>;
     const held = async (name: PipelineName) => {
       const rows = await pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${tables[name]}`);
       const letters = await pool.query<{ n: string }>('SELECT count(*) AS n FROM dead_letter_events WHERE pipeline = $1', [name]);

@@ -19,6 +19,7 @@ import type { PipelineNames } from '../helpers/host.js';
 import { runBin } from '../helpers/cli.js';
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 
 // The host as operators run it: a child process (`node --import tsx host/main.ts`), signals,
 // exit codes. Each test has its own topics and groups.
@@ -223,6 +224,6 @@ describe('host life cycle', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     const unhealthy = await runHealthcheck(env, ['--max-age', '100ms']);
     expect(unhealthy.code).toBe(1);
-    for (const pipeline of ['app-stats', 'reviews', 'network-metrics']) expect(unhealthy.output).toContain(`unhealthy: ${pipeline}`);
+    for (const pipeline of PIPELINE_NAMES) expect(unhealthy.output).toContain(`unhealthy: ${pipeline}`);
   });
 });

@@ -8,8 +8,8 @@
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../dev/free-ports.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { runCli } from '../helpers/cli.js';
 import {
   closeHostTestStack,

@@ -4,8 +4,8 @@ import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import type { HostSettings } from '../../host/settings.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import {
@@ -24,7 +24,7 @@ import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/m
 
 // One in-process host runs the three pipelines for the whole file, as `npm run host` would;
 // the replay test stops it and starts another on the same groups.
-const TABLES: Record<PipelineName, string> = { 'app-stats': 'app_stats', reviews: 'reviews', 'network-metrics': 'network_metrics' };
+const TABLES = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].table.name])) as Record<PipelineName, string>;
 
 let schema: TestSchema;
 let admin: Admin;

@@ -10,6 +10,9 @@ import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import { SERVICE_DIRECTORY, runSls, slsEnvironment } from '../helpers/serverless.js';
 import type { SlsResult } from '../helpers/serverless.js';
+import { logicalId } from '../../shared/pipeline-spec.js';
+import type { PipelineName } from '../../shared/pipelines.js';
+import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 
 interface Invocation {
   readonly result: SlsResult;
@@ -21,9 +24,10 @@ interface Invocation {
   readonly metrics: Record<string, unknown> | undefined;
 }
 
-const FUNCTIONS = { 'app-stats': 'appStats', reviews: 'reviews', 'network-metrics': 'networkMetrics' } as const;
-type Topic = keyof typeof FUNCTIONS;
-const TABLES: Record<Topic, string> = { 'app-stats': 'app_stats', reviews: 'reviews', 'network-metrics': 'network_metrics' };
+type Topic = PipelineName;
+/** Each pipeline's function key in serverless.yml (`networkMetrics`) and its table. */
+const FUNCTIONS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, logicalId(name).replace(/^./, (first) => first.toLowerCase())])) as Record<Topic, string>;
+const TABLES = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].table.name])) as Record<Topic, string>;
 
 /** What each sample event must do to a database with `SAMPLE_APPLICATIONS` registered. */
 const EXPECTED: Record<

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../shared/errors.js';
 import { processBatch } from '../../shared/pipeline.js';
 import type { BatchOptions } from '../../shared/pipeline.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema, SERVER_URL, withSearchPath } from '../helpers/database.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { processBatch } from '../../shared/pipeline.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import { RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { TestSchema } from '../helpers/database.js';

@@ -5,6 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { EVENTS_DIRECTORY, SAMPLE_APPLICATIONS, eventFileText, sampleEvents } from '../../scripts/generate-events.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 
 const samples = sampleEvents();
 
@@ -30,7 +31,7 @@ describe('events/', () => {
   });
 
   it('covers every case for every topic, and a stale review update', () => {
-    for (const topic of ['app-stats', 'reviews', 'network-metrics']) {
+    for (const topic of PIPELINE_NAMES) {
       for (const suffix of ['', '-poison', '-unknown-app', '-legacy', '-duplicates']) {
         expect(samples).toHaveProperty(`${topic}${suffix}`);
       }

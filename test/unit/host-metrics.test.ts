@@ -6,7 +6,7 @@ import { evaluateProgress, PipelineProgress } from '../../host/progress.js';
 import { loadHttpSettings } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
 import type { BatchReport } from '../../shared/batch-report.js';
-import { PIPELINE_NAMES } from '../../shared/pipeline-names.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 
 /** Every series name the host's /metrics can carry: metric names, and a histogram's _bucket/_sum/_count. */
 async function exportedSeriesNames(): Promise<Set<string>> {

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPauseControl } from '../../host/pause-control.js';
 import { loadHostSettings } from '../../host/settings.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 
 interface Row {
   pipeline: string;

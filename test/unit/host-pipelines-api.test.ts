@@ -14,7 +14,7 @@ import { bearerMatches } from '../../host/pipelines-api.js';
 import type { PipelinesTarget } from '../../host/pipelines-api.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
-import type { PipelineName } from '../../shared/pipeline-names.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 
 const TOKEN = 'unit-test-token-0123456789';
 

@@ -3,7 +3,7 @@ import { InvalidEventError, RetryBudgetExhaustedError } from '../../shared/error
 import type { Invocation } from '../../shared/pipeline.js';
 import type { PipelineRuntime } from '../../shared/runtime.js';
 import { processBatch } from '../../shared/pipeline.js';
-import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import { PIPELINES } from '../../shared/pipelines.js';
 import { PrecheckSwitch } from '../../shared/upsert.js';
 import { ApplicationResolver } from '../../shared/resolver.js';
 import { loadSettings } from '../../shared/settings.js';
@@ -46,7 +46,7 @@ function database(failure: (query: RecordedQuery, attempt: number) => Error | un
 function runtimeFor(pool: FakePool, env: Record<string, string> = {}) {
   const logger = captureLogger();
   const runtime: PipelineRuntime = {
-    definition: PIPELINE_DEFINITIONS.reviews,
+    definition: PIPELINES.reviews,
     settings: loadSettings({ STORAGE_DB_RETRY_BASE_MS: '1', STORAGE_DB_RETRY_ATTEMPTS: '2', ...env }),
     logger,
     pool: async () => pool.asPool(),

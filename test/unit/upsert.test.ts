@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PIPELINE_DEFINITIONS } from '../../shared/pipeline-definitions.js';
+import { PIPELINES } from '../../shared/pipelines.js';
 import type { Queryable } from '../../shared/queryable.js';
 import type { TableDescription } from '../../shared/upsert.js';
 import { PrecheckSwitch, upsertRows, upsertRowsIsolating, upsertStatement } from '../../shared/upsert.js';
@@ -90,9 +90,9 @@ describe('upsertStatement', () => {
   it('gives the data tables the conflict clauses of the spec', () => {
     // Act
     const [appStats, reviews, networkMetrics] = [
-      upsertStatement(PIPELINE_DEFINITIONS['app-stats'].table),
-      upsertStatement(PIPELINE_DEFINITIONS.reviews.table),
-      upsertStatement(PIPELINE_DEFINITIONS['network-metrics'].table),
+      upsertStatement(PIPELINES['app-stats'].table),
+      upsertStatement(PIPELINES.reviews.table),
+      upsertStatement(PIPELINES['network-metrics'].table),
     ];
 
     // Assess
@@ -332,7 +332,7 @@ describe('PrecheckSwitch', () => {
   });
 
   it('leaves the pre-check out of the statement when asked, and keeps the guard', () => {
-    const table = PIPELINE_DEFINITIONS.reviews.table;
+    const table = PIPELINES.reviews.table;
     const without = upsertStatement(table, false);
     expect(upsertStatement(table)).toContain('WHERE input.last_synced_at > COALESCE(');
     expect(without).not.toContain('WHERE input.last_synced_at');
