@@ -6,7 +6,7 @@
  */
 import type { PipelineName } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/types.js';
-import { CORPUS } from '../test/corpus/cases.js';
+import { CORPUS } from '../fixtures/corpus.js';
 import type { ChaosApp, PlannedOutcome } from './plan.js';
 import { REFUSED_MARKERS, tableOf } from './plan.js';
 import type { Random } from './random.js';

@@ -67,7 +67,7 @@ export function naturalKeyOf(table: DataTable, text: RowText): string {
 }
 
 /** The table each pipeline writes. */
-export const TABLE_OF: { readonly [N in PipelineName]?: DataTable } = Object.fromEntries(
+const TABLE_OF: { readonly [N in PipelineName]?: DataTable } = Object.fromEntries(
   PIPELINE_NAMES.flatMap((name) => {
     const table = PIPELINES[name].table.name;
     return isDataTable(table) ? [[name, table]] : [];

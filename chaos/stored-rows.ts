@@ -1,3 +1,5 @@
+import type { RowText } from '../fixtures/row-text.js';
+import { doubleText } from '../fixtures/row-text.js';
 import type { Queryable } from '../shared/queryable.js';
 import type { AppStatsMessage } from '../shared/contracts/app-stats.js';
 import type { NetworkMetricsMessage } from '../shared/contracts/network-metrics.js';
@@ -18,9 +20,6 @@ export type DataTable = (typeof DATA_TABLES)[number];
 export function isDataTable(table: string): table is DataTable {
   return (DATA_TABLES as readonly string[]).includes(table);
 }
-
-/** One row: column name -> exact text, or `null` for SQL NULL. */
-export type RowText = Readonly<Record<string, string | null>>;
 
 const utc = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')`;
 const float = (column: string) => `encode(float8send(${column}), 'hex')`;
@@ -95,14 +94,6 @@ export async function readRows(client: Queryable, table: DataTable, where = 'TRU
     const { $partition, $offset, ...text } = row;
     return { text, sourcePartition: Number($partition), sourceOffset: String($offset) };
   });
-}
-
-/** The hex of a double's 8 big-endian IEEE 754 bytes: what `float8send` gives for the same value. */
-export function doubleText(value: number | null): string | null {
-  if (value === null) return null;
-  const bytes = Buffer.alloc(8);
-  bytes.writeDoubleBE(value);
-  return bytes.toString('hex');
 }
 
 /** `YYYY-MM-DDTHH:MM:SS.ffffff` of a decoded (UTC-normalised) timestamp. */
@@ -186,3 +177,6 @@ export function differingColumns(expected: RowText, actual: RowText): string[] {
   const names = new Set([...Object.keys(expected), ...Object.keys(actual)]);
   return [...names].filter((name) => (expected[name] ?? null) !== (actual[name] ?? null));
 }
+
+export { doubleText };
+export type { RowText };

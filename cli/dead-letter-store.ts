@@ -3,7 +3,7 @@ import type { RejectionReason, Violations } from '../shared/types.js';
 
 /** Which dead letters a command works on; every field narrows the selection. */
 export interface DeadLetterFilter {
-  /** A pipeline name (the command line checks it is one of the three). */
+  /** A pipeline name (the command line checks it is a known one). */
   readonly pipeline?: string;
   readonly reason?: RejectionReason;
   /** Stored at or after this instant. */

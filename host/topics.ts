@@ -1,5 +1,5 @@
 /**
- * Topic provisioning: the three topics exist with (at least) 3 partitions each, created
+ * Topic provisioning: every pipeline's topic exists with (at least) 3 partitions each, created
  * explicitly. A topic the broker auto-created has 1 partition, and a partition count can never be
  * lowered, so a topic with too few partitions is reported loudly instead of being consumed at a
  * third of its intended parallelism.

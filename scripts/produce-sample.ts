@@ -1,5 +1,5 @@
 /**
- * `npm run produce:sample`: publishes good and bad sample messages to the three topics, so a
+ * `npm run produce:sample`: publishes good and bad sample messages to the pipelines' topics, so a
  * newcomer sees rows and dead letters appear. Brokers: `KAFKA_BROKERS`, default
  * 127.0.0.1:`KAFKA_PORT` (9092 when unset: what `npm start` uses). Topic names follow the same `STORAGE_TOPIC_<PIPELINE>` settings.
  */

@@ -8,7 +8,7 @@
  * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations. Into a
  *    `DATABASE_URL` of your own only with `npm start -- --allow-dev-sql`: without it, a set
  *    `DATABASE_URL` is refused before anything starts (it might be a real database).
- * 4. The three topics (3 partitions each), then the host with every pipeline.
+ * 4. Every pipeline's topic (3 partitions each), then the host with every pipeline.
  * Ctrl-C stops the host gracefully, then the broker and the database it started.
  */
 import { readFile } from 'node:fs/promises';

@@ -54,7 +54,7 @@ export interface RetrySettings {
 /** Everything the shared pipeline needs, validated once and frozen. */
 export interface Settings {
   readonly pipelines: Readonly<Record<PipelineName, PipelineSettings>>;
-  /** Pipelines a host process runs (`STORAGE_PIPELINES`); all three by default. */
+  /** Pipelines a host process runs (`STORAGE_PIPELINES`); all of them by default. */
   readonly selectedPipelines: readonly PipelineName[];
   readonly database: DatabaseSettings;
   readonly retry: RetrySettings;

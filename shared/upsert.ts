@@ -16,7 +16,7 @@ export interface ColumnDescription<R> {
 
 /**
  * Everything that differs between the tables: name, columns and conflict clause. One generic
- * upsert takes it (STYLE: no copy with small variations).
+ * upsert takes it, rather than one copy of the statement per table with small variations.
  */
 export interface TableDescription<R> {
   readonly name: string;

@@ -11,7 +11,7 @@ export function parsePipeline(named: string | undefined, what = '--pipeline'): P
 
 /**
  * The pipelines a command looks at: the one named, else the ones STORAGE_PIPELINES selects
- * (all three by default).
+ * (all of them by default).
  */
 export function pipelinesFor(settings: Settings, named: PipelineName | undefined): readonly PipelineName[] {
   return named === undefined ? settings.selectedPipelines : [named];

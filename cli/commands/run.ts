@@ -7,8 +7,8 @@ export const run: Command = {
   summary: 'run the host: poll Kafka, invoke the handlers, commit offsets',
   help: `Usage: storage-consumer run
 
-Runs the self-hosted event source mapping for the pipelines of STORAGE_PIPELINES (default: all
-three) until SIGTERM or SIGINT: the in-flight batches finish and commit, then it exits 0; it exits
+Runs the self-hosted event source mapping for the pipelines of STORAGE_PIPELINES (default: all of
+them) until SIGTERM or SIGINT: the in-flight batches finish and commit, then it exits 0; it exits
 1 when a pipeline failed. Configured by the environment (KAFKA_BROKERS, DATABASE_URL, STORAGE_*:
 see the README). Same as npm run host.
 `,

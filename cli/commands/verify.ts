@@ -267,7 +267,7 @@ Runs every check, in this order, each whatever the others found, and names each 
   dead-letters  dead letters per pipeline and reason (reported)
   lag           each group's lag: fails above its pipeline's threshold, or when a group has lag
                 and no members
-The pipelines are those of STORAGE_PIPELINES (all three by default). Exit 0 only when every
+The pipelines are those of STORAGE_PIPELINES (all of them by default). Exit 0 only when every
 check holds, 1 when one failed.
 
   --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
