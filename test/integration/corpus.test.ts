@@ -9,7 +9,7 @@ import { createPipelineHandler } from '../../aws/pipeline-handler.js';
 import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import { CORPUS, CORPUS_APPS, goodNeighbour } from '../../fixtures/corpus.js';
+import { CORPUS, CORPUS_APPS, CORPUS_PIPELINES, goodNeighbour } from '../../fixtures/corpus.js';
 import type { CorpusCase } from '../../fixtures/corpus.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
@@ -33,7 +33,10 @@ interface Neighbour extends Placed {
 
 let schema: TestSchema;
 const placed = new Map<CorpusCase, Placed>();
-const neighbours: Record<PipelineName, Neighbour[]> = { 'app-stats': [], reviews: [], 'network-metrics': [] };
+for (const name of PIPELINE_NAMES.filter((candidate) => !CORPUS_PIPELINES.includes(candidate))) {
+  it.todo(`${name}: no hostile-corpus cases in fixtures/corpus.ts`);
+}
+const neighbours = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, []])) as unknown as Record<PipelineName, Neighbour[]>;
 const events: Array<{ topic: PipelineName; event: KafkaEvent }> = [];
 const reports: BatchReport[] = [];
 const handlers: Array<ReturnType<typeof createPipelineHandler>> = [];
@@ -65,7 +68,7 @@ function batchesOf(topic: PipelineName): CorpusCase[][] {
 }
 
 function buildEvents(): void {
-  for (const topic of PIPELINE_NAMES) {
+  for (const topic of CORPUS_PIPELINES) {
     const nextOffset = [0, 0, 0];
     for (const batch of batchesOf(topic)) {
       const records: Array<Placed & { key: string }> = [];
@@ -93,7 +96,7 @@ function buildEvents(): void {
 }
 
 async function sendAll(): Promise<void> {
-  const byTopic = new Map(handlers.map((handler, index) => [PIPELINE_NAMES[index], handler]));
+  const byTopic = new Map(handlers.map((handler, index) => [CORPUS_PIPELINES[index], handler]));
   for (const { topic, event } of events) {
     const response = await byTopic.get(topic)!(event, lambdaContext());
     expect(response).toEqual({ batchItemFailures: [] });
@@ -136,7 +139,7 @@ beforeAll(async () => {
   });
   try {
     const settings = testSettings(schema.url);
-    for (const name of PIPELINE_NAMES) {
+    for (const name of CORPUS_PIPELINES) {
       handlers.push(createPipelineHandler(name, { settings, logger, onBatch: (report) => reports.push(report) }));
     }
     buildEvents();
@@ -204,7 +207,7 @@ describe('the hostile corpus', () => {
   });
 
   it('stored every good neighbour exactly', async () => {
-    for (const topic of PIPELINE_NAMES) {
+    for (const topic of CORPUS_PIPELINES) {
       expect(neighbours[topic].length).toBeGreaterThan(0);
       for (const neighbour of neighbours[topic]) {
         const rows = await rowsAt(topic, neighbour.partition, neighbour.offset);
@@ -214,7 +217,7 @@ describe('the hostile corpus', () => {
   });
 
   it('holds nothing beyond the expected rows and dead letters', async () => {
-    for (const topic of PIPELINE_NAMES) {
+    for (const topic of CORPUS_PIPELINES) {
       const expectedRows = CORPUS.filter((corpusCase) => corpusCase.topic === topic && corpusCase.expect.kind === 'stored').length + neighbours[topic].length;
       expect(await readRows(schema.pool, TABLES[topic])).toHaveLength(expectedRows);
     }

@@ -181,7 +181,8 @@ const validNetworkMetrics = fc.record({
   analyzer_version: optional(text(64)),
 });
 
-const TOPICS: Record<PipelineName, Topic> = {
+/** The round-trip model per pipeline; a pipeline without one is listed as a to-do, never silently passed. */
+const TOPICS: { readonly [N in PipelineName]?: Topic } = {
   'app-stats': {
     table: 'app_stats',
     decode: decodeAppStats,
@@ -267,8 +268,16 @@ function expectedOutcomes(topic: Topic, values: readonly (Buffer | null)[]): Exp
   return outcomes;
 }
 
-async function roundTrip(name: PipelineName, records: ReadonlyArray<{ partition: number; value: Buffer | null }>): Promise<void> {
+/** The model of a pipeline the round trip covers. */
+function modelOf(name: PipelineName): Topic {
   const topic = TOPICS[name];
+  if (topic === undefined) throw new Error(`no round-trip model for pipeline ${name}`);
+  return topic;
+}
+const MODELLED = PIPELINE_NAMES.filter((name) => TOPICS[name] !== undefined);
+
+async function roundTrip(name: PipelineName, records: ReadonlyArray<{ partition: number; value: Buffer | null }>): Promise<void> {
+  const topic = modelOf(name);
   // Lambda lists an event's records partition by partition; "first in the event" follows that.
   const ordered = [...records].sort((left, right) => left.partition - right.partition);
   const placed = ordered.map((record) => ({ ...record, offset: nextOffset[record.partition]!++ }));
@@ -314,9 +323,13 @@ afterAll(async () => {
   await schema?.drop();
 });
 
-describe.each(PIPELINE_NAMES)('%s: decoded, stored and read back', (name) => {
+for (const name of PIPELINE_NAMES.filter((candidate) => !MODELLED.includes(candidate))) {
+  it.todo(`${name}: no round-trip model in this file (its decoder and table are not property-tested)`);
+}
+
+describe.each(MODELLED)('%s: decoded, stored and read back', (name) => {
   it('every record of any batch ends as an equal row, a dead letter with its reason, or a lost duplicate', async () => {
-    const record = fc.record({ partition: fc.integer({ min: 0, max: 2 }), value: recordValue(TOPICS[name]) });
+    const record = fc.record({ partition: fc.integer({ min: 0, max: 2 }), value: recordValue(modelOf(name)) });
     await fc.assert(
       fc.asyncProperty(fc.array(record, { minLength: 1, maxLength: 12 }), (records) => roundTrip(name, records)),
       { numRuns: 200 },
@@ -325,7 +338,7 @@ describe.each(PIPELINE_NAMES)('%s: decoded, stored and read back', (name) => {
 
   it('valid messages sharing natural keys keep the right version', async () => {
     // Few distinct keys: the in-batch de-duplication (and for reviews its newest-wins rule) is hit on most runs.
-    const topic = TOPICS[name];
+    const topic = modelOf(name);
     const narrowed = topic.valid.chain((message) =>
       fc.constantFrom(0, 1, 2).map((slot) => {
         const keyed = { ...message };

@@ -107,7 +107,8 @@ describe('host: poll, invoke, commit', () => {
       for (const pipeline of PIPELINE_NAMES) {
         const committed = await assertCommittedIsDurable(pipeline);
         const total = [...committed.values()].reduce((sum, offset) => sum + (offset > 0n ? offset : 0n), 0n);
-        done &&= total === BigInt({ reviews: 600, 'app-stats': 60, 'network-metrics': 6 }[pipeline]);
+        const produced: { readonly [N in PipelineName]?: number } = { reviews: 600, 'app-stats': 60, 'network-metrics': 6 };
+        done &&= total === BigInt(produced[pipeline] ?? 0);
       }
       return done;
     });
