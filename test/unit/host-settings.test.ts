@@ -6,6 +6,7 @@ import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from
 import { DEFAULT_HEARTBEAT_DIR, loadHostSettings, loadProgressSettings, MAX_EVENT_BYTES } from '../../host/settings.js';
 import { ConfigurationError } from '../../shared/errors.js';
 import { runCli } from '../helpers/cli.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 
 const base = { KAFKA_BROKERS: '127.0.0.1:9092' };
 
@@ -47,7 +48,7 @@ describe('loadHostSettings', () => {
       invoke: { mode: 'in-process', retryBaseMs: 1_000, lambda: undefined },
       migrateOnStart: false,
     });
-    expect(settings.storage.selectedPipelines).toEqual(['app-stats', 'reviews', 'network-metrics']);
+    expect(settings.storage.selectedPipelines).toEqual(PIPELINE_NAMES);
     expect(Object.isFrozen(settings.kafka)).toBe(true);
     // The heartbeat folder does not depend on the folder a command runs in.
     expect(DEFAULT_HEARTBEAT_DIR).toBe(join(tmpdir(), 'storage-consumer', 'heartbeats'));

@@ -115,7 +115,9 @@ describe('loadMigrations', () => {
   it("loads the repository's migrations by default directory", async () => {
     const files = await loadMigrations(DEFAULT_MIGRATIONS_DIRECTORY);
 
-    expect(files.map((file) => [file.version, file.name])).toEqual([
+    // The first six in order; a later migration only follows them.
+    expect(files.map((file) => file.version)).toEqual(files.map((_, index) => index + 1));
+    expect(files.slice(0, 6).map((file) => [file.version, file.name])).toEqual([
       [1, 'app_stats'],
       [2, 'reviews'],
       [3, 'network_metrics'],

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../shared/errors.js';
 import { loadSettings } from '../../shared/settings.js';
+import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 
 function configurationErrorFrom(env: Record<string, string>): ConfigurationError {
   try {
@@ -17,8 +18,13 @@ describe('loadSettings defaults', () => {
     // Act
     const settings = loadSettings({});
 
-    // Assess
-    expect(settings.pipelines).toEqual({
+    // Assess: docs/design.md section 1's values for its pipelines, each spec's for every pipeline
+    expect(Object.keys(settings.pipelines)).toEqual(PIPELINE_NAMES);
+    for (const name of PIPELINE_NAMES) {
+      const { topic, group, batchSize } = PIPELINES[name];
+      expect(settings.pipelines[name]).toEqual({ name, topic, group, batchSize });
+    }
+    expect(settings.pipelines).toMatchObject({
       'app-stats': { name: 'app-stats', topic: 'app-stats', group: 'storage-consumer.app-stats', batchSize: 200 },
       reviews: { name: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews', batchSize: 500 },
       'network-metrics': {
@@ -28,7 +34,7 @@ describe('loadSettings defaults', () => {
         batchSize: 50,
       },
     });
-    expect(settings.selectedPipelines).toEqual(['app-stats', 'reviews', 'network-metrics']);
+    expect(settings.selectedPipelines).toEqual(PIPELINE_NAMES);
   });
 
   it('uses the documented database, retry, cache and failure defaults', () => {
@@ -231,7 +237,7 @@ describe('STORAGE_PIPELINES', () => {
     const settings = loadSettings({ STORAGE_PIPELINES: 'reviews' });
 
     // Assess
-    expect(Object.keys(settings.pipelines)).toEqual(['app-stats', 'reviews', 'network-metrics']);
+    expect(Object.keys(settings.pipelines)).toEqual(PIPELINE_NAMES);
   });
 
   it('refuses an unknown pipeline, naming the variable and the entry', () => {
