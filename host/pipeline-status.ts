@@ -1,4 +1,4 @@
-import type { GroupPosition } from '../cli/kafka.js';
+import type { GroupPosition } from './lag.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import type { PipelinePause } from '../shared/pipeline-pauses.js';
 

@@ -1,5 +1,7 @@
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';
+import { groupPosition } from '../../host/lag.js';
+import type { GroupPosition } from '../../host/lag.js';
 import { describeTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { createPool } from '../../shared/db.js';
@@ -15,10 +17,9 @@ import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { cliLogger } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
-import type { GroupPosition } from '../kafka.js';
 import type { LagThresholds, Stage } from '../lag-thresholds.js';
 import { DEFAULT_VERIFY_STAGE, LAG_ALARM_THRESHOLDS, STAGES } from '../lag-thresholds.js';
-import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
+import { createKafkaAdmin, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { applyStage } from './stage-option.js';
 
