@@ -1,13 +1,12 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { logLevel } from 'kafkajs';
-import type { Admin, Kafka, LogEntry } from 'kafkajs';
+import type { Admin, Kafka } from 'kafkajs';
 import { hostname } from 'node:os';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipeline-names.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
-import type { KafkaClientOptions } from './kafka-connection.js';
+import { kafkaLogging } from './kafkajs/log-adapter.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { groupPosition } from './lag.js';
@@ -120,21 +119,6 @@ export function databaseProblem(error: unknown): string {
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
 export function createHostLogger(): CoreLogger {
   return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
-}
-
-function kafkaLogging(logger: CoreLogger): KafkaClientOptions {
-  return {
-    logLevel: logLevel.WARN,
-    logCreator:
-      () =>
-      ({ namespace, level, log }: LogEntry) => {
-        const { message, timestamp: _timestamp, logger: _logger, ...extra } = log;
-        // kafkajs logs every error response of a connection as an ERROR, retriable ones
-        // included (a coordinator still loading); the client retries them, so they warn.
-        const error = level <= logLevel.ERROR && namespace !== 'Connection';
-        (error ? logger.error : logger.warn).call(logger, `kafkajs: ${message}`, { namespace, ...extra });
-      },
-  };
 }
 
 /** Resolves after `ms` without keeping the process alive. */
