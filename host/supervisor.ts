@@ -22,6 +22,8 @@ import { batchFields, evaluateProgress, PipelineProgress } from './progress.js';
 import { watchProgress } from './progress-watch.js';
 import { buildPipelineStatus } from './pipeline-status.js';
 import type { PipelinesTarget } from './pipelines-api.js';
+import { evaluateReadiness } from './readiness.js';
+import type { Readiness } from './readiness.js';
 import type { HostSettings } from './settings.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 
@@ -42,34 +44,8 @@ export interface HostOptions {
   readonly metrics?: HostMetrics;
 }
 
-/** One pipeline as readiness sees it (derived from its progress record). */
-export interface PipelineReadiness {
-  /** The pipeline's state (host/progress.ts). */
-  readonly state: PipelineState;
-  readonly ready: boolean;
-  /** The consumer holds its place in its group (joined, not rebalancing, not crashed). */
-  readonly joined: boolean;
-  readonly failed: boolean;
-  /** Paused by an operator (`pipeline_pauses`): still ready, fetching nothing. */
-  readonly paused: boolean;
-  /** `ok`, why the database does not answer (an error code, never a host or user name), or why it was not checked. */
-  readonly database: string;
-}
-
-/** The answer of `/readyz`: ready only when every pipeline is RUNNING and its database answers. */
-export interface Readiness {
-  readonly ready: boolean;
-  readonly state: HostState;
-  readonly pipelines: Readonly<Partial<Record<PipelineName, PipelineReadiness>>>;
-  /** What keeps the host from being ready, one line each; empty when ready. */
-  readonly missing: readonly string[];
-}
-
 /** The status endpoint waits this long for the broker's view of a group, then answers without it. */
 const STATUS_KAFKA_TIMEOUT_MS = 5_000;
-
-/** A readiness database check never waits longer than this. */
-const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
 /** A running host. */
 export interface HostHandle {
@@ -105,15 +81,6 @@ export interface Liveness {
   readonly pipelines: Readonly<Partial<Record<PipelineName, { readonly state: PipelineState; readonly heartbeatAgeMs: number | null }>>>;
   /** Why not alive, one line each; empty when alive. */
   readonly missing: readonly string[];
-}
-
-/** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
-export function databaseProblem(error: unknown): string {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
-  if (error instanceof Error && error.name === 'DatabaseTimeout') return error.message;
-  if (error instanceof Error) return error.name;
-  return 'unknown error';
 }
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
@@ -290,46 +257,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     logger.error('the host itself failed', { error: String(error) });
     return EXIT_FAILED;
   });
-  const pingDatabase = async (invoker: Invoker | undefined): Promise<string> => {
-    if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(Object.assign(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`), { name: 'DatabaseTimeout' })),
-        READINESS_DATABASE_TIMEOUT_MS,
-      );
-    });
-    try {
-      await Promise.race([invoker.ping(), timeout]);
-      return 'ok';
-    } catch (error) {
-      return databaseProblem(error);
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-
-  const readiness = async (): Promise<Readiness> => {
-    const names = settings.storage.selectedPipelines;
-    // Only a running host's pools are pinged: a stopping or stopped invoker would open a new pool
-    // that nothing closes, and the state alone already makes such a host not ready.
-    const running = state === 'Running';
-    const databases = await Promise.all(
-      names.map((_, index) => (running ? pingDatabase(invokers[index]) : Promise.resolve(`not checked (host ${state})`))),
-    );
-    const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
-    const missing: string[] = [];
-    if (state !== 'Running') missing.push(`host: ${state}`);
-    const views = progress();
-    names.forEach((name, index) => {
-      const { snapshot, verdict } = views[index] as PipelineView;
-      const database = databases[index] as string;
-      pipelines[name] = { state: verdict.state, ready: verdict.ready, joined: snapshot.inGroup, failed: verdict.state === 'FAILED', paused: snapshot.paused, database };
-      missing.push(...verdict.causes);
-      if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
-    });
-    return { ready: missing.length === 0, state, pipelines, missing };
-  };
+  const readiness = (): Promise<Readiness> => evaluateReadiness({ settings, state: () => state, invokers, progress });
 
   const progress = (): PipelineView[] => {
     const now = Date.now();
