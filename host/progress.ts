@@ -1,5 +1,5 @@
 /**
- * One record of progress per pipeline, kept by the consumer loop (host/pipeline-consumer.ts).
+ * One record of progress per pipeline, kept by the consumer loop (host/topic-consumer.ts).
  * Every signal the host gives about a pipeline is derived from it: the heartbeat file,
  * `/healthz`, `/readyz`, `/metrics` (and the status endpoint), so they can never disagree
  * (docs/design.md section 9, docs/operations.md "Health and metrics of the host").

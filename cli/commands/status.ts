@@ -1,4 +1,4 @@
-import type { PipelineStatusDocument } from '../../host/pipeline-status.js';
+import type { PipelineStatusDocument } from '../../host/status-report.js';
 import type { PipelineName } from '../../shared/pipeline-names.js';
 import { readPipelinePauses } from '../../shared/pipeline-pauses.js';
 import type { PipelinePause } from '../../shared/pipeline-pauses.js';

@@ -16,7 +16,7 @@
  *
  * A batch that still cannot be decompressed (corrupt, or a codec id Kafka does not define)
  * fails with an {@link UnreadableBatchError} naming the codec; it is not retriable, so the
- * consumer stops and the host reports it once and exits 1 (see host/pipeline-consumer.ts).
+ * consumer stops and the host reports it once and exits 1 (see host/topic-consumer.ts).
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';

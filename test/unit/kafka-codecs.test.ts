@@ -4,7 +4,7 @@ import { compressSync as rawSnappy } from 'snappy';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_CODECS, UnreadableBatchError, snappyCompressXerial, snappyDecompress } from '../../host/kafkajs/codecs.js';
 import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
-import { unreadableCodec } from '../../host/pipeline-consumer.js';
+import { unreadableCodec } from '../../host/topic-consumer.js';
 
 installKafkajsWorkarounds();
 

@@ -6,7 +6,7 @@ import type { PipelinePause } from '../shared/pipeline-pauses.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
-import { PipelineFailedError } from './errors.js';
+import { PipelineFailedError } from './pipeline-failure.js';
 import { UnreadableBatchError } from './kafkajs/codecs.js';
 import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from './kafkajs/fetch-probe.js';
 import type { InvocationResult, Invoker } from './invoker.js';
