@@ -29,13 +29,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../host/kafka-codecs.js';
 import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { freePorts } from '../dev/free-ports.js';
 import { ensureBroker } from '../dev/kafka/broker.js';
-import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { ensureTopics } from '../host/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import { createPipelineHandler } from '../aws/pipeline-handler.js';
@@ -43,8 +41,8 @@ import { loadSettings } from '../shared/settings.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import { APPS, copyBaseline, copyLine, createCopyBaseline, median, percentile, prepareDatabase, syntheticReview, withDatabase } from './support.js';
 
-// The bench's kafkajs clients print no harmless TimeoutNegativeWarning.
-dropKafkajsTimeoutWarnings();
+// The bench's kafkajs clients read every codec and print no harmless TimeoutNegativeWarning.
+installKafkajsWorkarounds();
 
 const { values: flags } = parseArgs({
   options: {

@@ -32,14 +32,14 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startBroker } from '../dev/kafka/broker.js';
-import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { ensureTopics } from '../host/topics.js';
 import type { DrainFigures, DrainSetup } from './peer/peers.js';
 import { dropDatabase, drainDebezium, drainOurs, processCpuSeconds, resolvePeerJars } from './peer/peers.js';
 import { produceReviews } from './peer/reviews.js';
 import { median, serverUrl } from './support.js';
 
-dropKafkajsTimeoutWarnings();
+installKafkajsWorkarounds();
 
 const { values: flags } = parseArgs({
   options: {

@@ -6,10 +6,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../host/kafka-codecs.js';
 import type { Admin, Message, Producer } from 'kafkajs';
-import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { LoggedRecord } from './model.js';
 import type { PlannedMessage } from './plan.js';
@@ -47,7 +45,7 @@ export class ChaosKafka {
   private admin: Admin | undefined;
 
   constructor(brokers: readonly string[]) {
-    dropKafkajsTimeoutWarnings();
+    installKafkajsWorkarounds();
     this.kafka = new Kafka({ clientId: 'chaos-harness', brokers: [...brokers], logLevel: logLevel.NOTHING, retry: { retries: 3 } });
   }
 

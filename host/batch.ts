@@ -2,7 +2,7 @@ import type { KafkaMessage } from 'kafkajs';
 import { buildKafkaEvent, eventSizeBytes, eventTimestamp } from '../shared/kafka-event-builder.js';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
-import { wireRecordOf } from './kafka-wire-records.js';
+import { wireRecordOf } from './kafkajs/wire-records.js';
 
 /** What kafkajs' `eachBatch` hands over for one partition, as plain data. */
 export interface PolledBatch {
@@ -56,7 +56,7 @@ const TIMESTAMP_TYPE = 'CREATE_TIME';
 
 /**
  * kafkajs groups repeated header names into arrays; the event lists one entry per header, in
- * wire order, which host/kafka-wire-records.ts recovers. Without it (a message not decoded
+ * wire order, which host/kafkajs/wire-records.ts recovers. Without it (a message not decoded
  * through it) the grouped order is the best there is.
  */
 function headersOf(message: KafkaMessage): NonNullable<SourceRecord['headers']> {

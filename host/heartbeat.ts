@@ -2,7 +2,7 @@ import { mkdirSync, writeFile } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CoreLogger } from '../shared/logger.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 
 /** The heartbeat file of one pipeline: `<dir>/<pipeline>.heartbeat`. */
 export function heartbeatFile(dir: string, pipeline: string): string {

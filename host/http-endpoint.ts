@@ -2,9 +2,10 @@ import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
-import { handlePipelinesRequest } from './pipelines-api.js';
-import type { PipelinesTarget } from './pipelines-api.js';
-import type { HostState, Liveness, Readiness } from './supervisor.js';
+import { handlePipelinesRequest } from './status-api.js';
+import type { PipelinesTarget } from './status-api.js';
+import type { Readiness } from './readiness.js';
+import type { HostState, Liveness } from './supervisor.js';
 import type { HttpSettings } from './settings.js';
 
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */

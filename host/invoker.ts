@@ -3,7 +3,7 @@ import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../aws/pipeline-handler.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { Settings } from '../shared/settings.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { HandlerOutcome } from './offsets.js';

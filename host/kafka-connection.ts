@@ -1,8 +1,6 @@
 import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import './kafka-codecs.js';
-import { dropKafkajsTimeoutWarnings } from './kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from './kafkajs/index.js';
 import { mskIamTokenProvider } from './msk-iam.js';
 import type { KafkaSettings } from './settings.js';
 
@@ -36,10 +34,12 @@ export function kafkaConnection(kafka: KafkaSettings): KafkaConnection {
 
 /**
  * A kafkajs client for the settings' cluster, with the caller's own log level, retries, client
- * id. kafkajs' harmless timeout warning is dropped in the process from then on.
+ * id. The kafkajs workarounds are installed first (host/kafkajs/): every Kafka client reads (and
+ * writes) gzip, snappy, lz4 and zstd batches, and kafkajs' harmless timeout warning is dropped in
+ * the process from then on.
  */
 export function createKafka(kafka: KafkaSettings, options: KafkaClientOptions = {}): Kafka {
-  dropKafkajsTimeoutWarnings();
+  installKafkajsWorkarounds();
   return new Kafka({ ...kafkaConnection(kafka), ...options });
 }
 

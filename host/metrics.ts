@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BatchReport } from '../shared/batch-report.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { ProgressSnapshot, ProgressVerdict } from './progress.js';
 
 /**

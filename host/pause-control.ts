@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import { changePipelinePause, readPipelinePauses } from '../shared/pipeline-pauses.js';
 import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pipeline-pauses.js';
 import type { HostSettings } from './settings.js';

@@ -1,10 +1,10 @@
 import type { CoreLogger } from '../shared/logger.js';
-import { isKafkajsTimeoutWarning } from './kafkajs-warnings.js';
+import { isKafkajsTimeoutWarning } from './kafkajs/warnings.js';
 
 /**
  * Process-wide guards of a host process: an uncaught exception or unhandled rejection is
  * logged and exits 1 (a half-alive process counts as dead), and process warnings go to the
- * JSON log, except kafkajs' harmless `TimeoutNegativeWarning` (see ./kafkajs-warnings.ts).
+ * JSON log, except kafkajs' harmless `TimeoutNegativeWarning` (see ./kafkajs/warnings.ts).
  */
 export function installProcessGuards(logger: CoreLogger): void {
   process.on('uncaughtException', (error) => {

@@ -1,5 +1,5 @@
 /**
- * One record of progress per pipeline, kept by the consumer loop (host/pipeline-consumer.ts).
+ * One record of progress per pipeline, kept by the consumer loop (host/topic-consumer.ts).
  * Every signal the host gives about a pipeline is derived from it: the heartbeat file,
  * `/healthz`, `/readyz`, `/metrics` (and the status endpoint), so they can never disagree
  * (docs/design.md section 9, docs/operations.md "Health and metrics of the host").
@@ -8,7 +8,7 @@
  * and the bounds into a verdict (state, ready, up, the causes), purely, at the moment asked.
  * Offsets are decimal strings, never `Number`.
  */
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 
 /**
  * A pipeline's state as the signals report it (Kafka Connect's vocabulary where it fits):

@@ -1,6 +1,7 @@
 import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
 import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';
+import { verifyKafkajsWorkarounds } from './kafkajs/index.js';
 import { createHostMetrics } from './metrics.js';
 import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
@@ -26,7 +27,9 @@ const RELAYED_SIGINT_MS = 500;
  * until the host has stopped. The first SIGTERM or SIGINT stops the host gracefully
  * (in-flight batches finish and commit within the shutdown timeout; exit 0); a second one
  * gives up at once (exit 1), except a SIGINT within {@link RELAYED_SIGINT_MS} of the first. The handlers are installed explicitly, so this also works as
- * PID 1 in a container, where the kernel would otherwise ignore SIGTERM.
+ * PID 1 in a container, where the kernel would otherwise ignore SIGTERM. Before all that, the
+ * installed kafkajs is checked (host/kafkajs/index.ts): a version other than the pinned one, or
+ * one that would lose record headers, rejects with a `KafkajsIncompatibleError`.
  */
 export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {
   const logger: CoreLogger = options.logger ?? createHostLogger();
@@ -58,6 +61,7 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
+    await verifyKafkajsWorkarounds();
     if (settings.http.port !== 0) {
       metrics ??= createHostMetrics(settings.storage.selectedPipelines, () => host?.progress() ?? []);
       endpoint = await startHttpEndpoint(settings.http, metrics.registry, () => host);

@@ -6,8 +6,8 @@ import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariabl
 import type { Environment } from '../shared/env.js';
 import { attemptTimeNeededMs } from '../shared/connection.js';
 import { ConfigurationError } from '../shared/errors.js';
-import { envSuffix } from '../shared/pipeline-names.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import { envSuffix } from '../shared/pipeline-spec.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
 import type { Settings } from '../shared/settings.js';
 

@@ -1,28 +1,29 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { logLevel } from 'kafkajs';
-import type { Admin, Kafka, LogEntry } from 'kafkajs';
+import type { Admin, Kafka } from 'kafkajs';
 import { hostname } from 'node:os';
-import { groupPosition } from '../cli/kafka.js';
-import type { GroupPosition } from '../cli/kafka.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
-import type { KafkaClientOptions } from './kafka-connection.js';
+import { kafkaLogging } from './kafkajs/log-adapter.js';
 import type { Invoker } from './invoker.js';
 import { createInvoker } from './invoker.js';
+import { groupPosition } from './lag.js';
+import type { GroupPosition } from './lag.js';
 import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
-import type { PipelineConsumer } from './pipeline-consumer.js';
-import { createPipelineConsumer } from './pipeline-consumer.js';
-import { PipelineFailedError } from './errors.js';
+import type { PipelineConsumer } from './topic-consumer.js';
+import { createPipelineConsumer } from './topic-consumer.js';
+import { PipelineFailedError } from './pipeline-failure.js';
 import type { PipelineState } from './progress.js';
 import { batchFields, evaluateProgress, PipelineProgress } from './progress.js';
 import { watchProgress } from './progress-watch.js';
-import { buildPipelineStatus } from './pipeline-status.js';
-import type { PipelinesTarget } from './pipelines-api.js';
+import { buildPipelineStatus } from './status-report.js';
+import type { PipelinesTarget } from './status-api.js';
+import { evaluateReadiness } from './readiness.js';
+import type { Readiness } from './readiness.js';
 import type { HostSettings } from './settings.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 
@@ -43,34 +44,8 @@ export interface HostOptions {
   readonly metrics?: HostMetrics;
 }
 
-/** One pipeline as readiness sees it (derived from its progress record). */
-export interface PipelineReadiness {
-  /** The pipeline's state (host/progress.ts). */
-  readonly state: PipelineState;
-  readonly ready: boolean;
-  /** The consumer holds its place in its group (joined, not rebalancing, not crashed). */
-  readonly joined: boolean;
-  readonly failed: boolean;
-  /** Paused by an operator (`pipeline_pauses`): still ready, fetching nothing. */
-  readonly paused: boolean;
-  /** `ok`, why the database does not answer (an error code, never a host or user name), or why it was not checked. */
-  readonly database: string;
-}
-
-/** The answer of `/readyz`: ready only when every pipeline is RUNNING and its database answers. */
-export interface Readiness {
-  readonly ready: boolean;
-  readonly state: HostState;
-  readonly pipelines: Readonly<Partial<Record<PipelineName, PipelineReadiness>>>;
-  /** What keeps the host from being ready, one line each; empty when ready. */
-  readonly missing: readonly string[];
-}
-
 /** The status endpoint waits this long for the broker's view of a group, then answers without it. */
 const STATUS_KAFKA_TIMEOUT_MS = 5_000;
-
-/** A readiness database check never waits longer than this. */
-const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
 /** A running host. */
 export interface HostHandle {
@@ -108,33 +83,9 @@ export interface Liveness {
   readonly missing: readonly string[];
 }
 
-/** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
-export function databaseProblem(error: unknown): string {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
-  if (error instanceof Error && error.name === 'DatabaseTimeout') return error.message;
-  if (error instanceof Error) return error.name;
-  return 'unknown error';
-}
-
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
 export function createHostLogger(): CoreLogger {
   return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
-}
-
-function kafkaLogging(logger: CoreLogger): KafkaClientOptions {
-  return {
-    logLevel: logLevel.WARN,
-    logCreator:
-      () =>
-      ({ namespace, level, log }: LogEntry) => {
-        const { message, timestamp: _timestamp, logger: _logger, ...extra } = log;
-        // kafkajs logs every error response of a connection as an ERROR, retriable ones
-        // included (a coordinator still loading); the client retries them, so they warn.
-        const error = level <= logLevel.ERROR && namespace !== 'Connection';
-        (error ? logger.error : logger.warn).call(logger, `kafkajs: ${message}`, { namespace, ...extra });
-      },
-  };
 }
 
 /** Resolves after `ms` without keeping the process alive. */
@@ -306,46 +257,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     logger.error('the host itself failed', { error: String(error) });
     return EXIT_FAILED;
   });
-  const pingDatabase = async (invoker: Invoker | undefined): Promise<string> => {
-    if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(Object.assign(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`), { name: 'DatabaseTimeout' })),
-        READINESS_DATABASE_TIMEOUT_MS,
-      );
-    });
-    try {
-      await Promise.race([invoker.ping(), timeout]);
-      return 'ok';
-    } catch (error) {
-      return databaseProblem(error);
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-
-  const readiness = async (): Promise<Readiness> => {
-    const names = settings.storage.selectedPipelines;
-    // Only a running host's pools are pinged: a stopping or stopped invoker would open a new pool
-    // that nothing closes, and the state alone already makes such a host not ready.
-    const running = state === 'Running';
-    const databases = await Promise.all(
-      names.map((_, index) => (running ? pingDatabase(invokers[index]) : Promise.resolve(`not checked (host ${state})`))),
-    );
-    const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
-    const missing: string[] = [];
-    if (state !== 'Running') missing.push(`host: ${state}`);
-    const views = progress();
-    names.forEach((name, index) => {
-      const { snapshot, verdict } = views[index] as PipelineView;
-      const database = databases[index] as string;
-      pipelines[name] = { state: verdict.state, ready: verdict.ready, joined: snapshot.inGroup, failed: verdict.state === 'FAILED', paused: snapshot.paused, database };
-      missing.push(...verdict.causes);
-      if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
-    });
-    return { ready: missing.length === 0, state, pipelines, missing };
-  };
+  const readiness = (): Promise<Readiness> => evaluateReadiness({ settings, state: () => state, invokers, progress });
 
   const progress = (): PipelineView[] => {
     const now = Date.now();

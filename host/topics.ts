@@ -9,7 +9,7 @@ import { logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
 import { StorageConsumerError } from '../shared/errors.js';
 import type { CoreLogger } from '../shared/logger.js';
-import { PIPELINE_DEFAULTS, PIPELINE_NAMES } from '../shared/pipeline-names.js';
+import { PIPELINES, PIPELINE_NAMES } from '../shared/pipelines.js';
 import { createKafka, plaintextKafka } from './kafka-connection.js';
 import type { KafkaSettings } from './settings.js';
 
@@ -24,7 +24,7 @@ export interface TopicSpec {
 
 /** The default topics (`app-stats`, `reviews`, `network-metrics`), 3 partitions each. */
 const DEFAULT_TOPICS: readonly TopicSpec[] = Object.freeze(
-  PIPELINE_NAMES.map((pipeline) => Object.freeze({ topic: PIPELINE_DEFAULTS[pipeline].topic, partitions: TOPIC_PARTITIONS })),
+  PIPELINE_NAMES.map((pipeline) => Object.freeze({ topic: PIPELINES[pipeline].topic, partitions: TOPIC_PARTITIONS })),
 );
 
 /** A topic as the cluster has it. */

@@ -5,10 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../host/kafka-codecs.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
-import { dropKafkajsTimeoutWarnings } from '../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { loadSettings } from '../shared/settings.js';
 
 const brokers = (process.env.KAFKA_BROKERS || `127.0.0.1:${process.env.KAFKA_PORT || 9092}`).split(',').map((b) => b.trim());
@@ -62,7 +60,7 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   },
 ];
 
-dropKafkajsTimeoutWarnings();
+installKafkajsWorkarounds();
 const kafka = new Kafka({ clientId: 'storage-consumer-sample', brokers, logLevel: logLevel.NOTHING });
 const producer = kafka.producer();
 await producer.connect();

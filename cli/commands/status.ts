@@ -1,12 +1,13 @@
-import type { PipelineStatusDocument } from '../../host/pipeline-status.js';
+import type { PipelineStatusDocument } from '../../host/status-report.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { readPipelinePauses } from '../../shared/pipeline-pauses.js';
 import type { PipelinePause } from '../../shared/pipeline-pauses.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
-import type { GroupPosition } from '../kafka.js';
-import { groupPosition, positionJson, withKafkaAdmin } from '../kafka.js';
+import type { GroupPosition } from '../../host/lag.js';
+import { groupPosition } from '../../host/lag.js';
+import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { parsePipeline, pipelinesFor } from './pipeline-option.js';
 

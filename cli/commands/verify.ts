@@ -1,5 +1,7 @@
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';
+import { groupPosition } from '../../host/lag.js';
+import type { GroupPosition } from '../../host/lag.js';
 import { describeTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { createPool } from '../../shared/db.js';
@@ -15,11 +17,10 @@ import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { cliLogger } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
-import type { GroupPosition } from '../kafka.js';
 import type { LagThresholds } from '../lag-thresholds.js';
 import { DEFAULT_VERIFY_STAGE, lagAlarmThresholds } from '../lag-thresholds.js';
 import { isStage, STAGES } from '../../shared/stages.js';
-import { createKafkaAdmin, groupPosition, positionJson } from '../kafka.js';
+import { createKafkaAdmin, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { applyStage } from './stage-option.js';
 

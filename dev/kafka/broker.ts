@@ -15,9 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../../host/kafka-codecs.js';
-import { dropKafkajsTimeoutWarnings } from '../../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
 import { freePorts } from '../free-ports.js';
 import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';
@@ -339,7 +337,7 @@ async function waitUntilReady(brokers: string[], jvm: ChildProcess, timeoutMs: n
   jvm.once('exit', onExit);
   const deadline = Date.now() + timeoutMs;
   let lastError = 'no attempt';
-  dropKafkajsTimeoutWarnings();
+  installKafkajsWorkarounds();
   try {
     for (;;) {
       if (exit !== undefined) throw new Error(`the JVM exited during start-up (${exit})`);

@@ -1,12 +1,10 @@
 import { Kafka, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../../host/kafka-codecs.js';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../../dev/embedded-postgres.js';
 import { ensureBroker } from '../../dev/kafka/broker.js';
-import { dropKafkajsTimeoutWarnings } from '../../host/kafkajs-warnings.js';
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
 import type { KafkaCluster } from '../../dev/kafka/broker.js';
 
 /**
@@ -83,7 +81,7 @@ function redacted(url: string): string {
 
 /** A cluster named by `KAFKA_BROKERS` must answer now, not in the middle of a test. */
 async function checkKafka(brokers: string[]): Promise<void> {
-  dropKafkajsTimeoutWarnings();
+  installKafkajsWorkarounds();
   const admin = new Kafka({ clientId: 'integration-setup', brokers, logLevel: logLevel.NOTHING }).admin();
   try {
     await admin.connect();

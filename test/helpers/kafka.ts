@@ -5,10 +5,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../../host/kafka-codecs.js';
 import type { Message, RecordMetadata } from 'kafkajs';
 import { inject } from 'vitest';
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
 import { TOPIC_PARTITIONS, ensureTopics } from '../../host/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
@@ -36,6 +35,8 @@ export function testBrokers(): string[] {
 
 /** A kafkajs client on the run's Kafka that logs errors only. */
 export function testKafka(clientId = 'integration-test'): Kafka {
+  // Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+  installKafkajsWorkarounds();
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.ERROR });
 }
 

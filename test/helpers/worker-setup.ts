@@ -1,5 +1,6 @@
 // Runs in every integration test worker before its test file: kafkajs clients created anywhere in
-// a test (directly, or through the host and the CLI) print no TimeoutNegativeWarning.
-import { dropKafkajsTimeoutWarnings } from '../../host/kafkajs-warnings.js';
+// a test (directly, or through the host and the CLI) have the kafkajs workarounds (codecs, wire
+// headers) and print no TimeoutNegativeWarning.
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
 
-dropKafkajsTimeoutWarnings();
+installKafkajsWorkarounds();

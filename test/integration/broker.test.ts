@@ -3,15 +3,17 @@ import { access, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
-import '../../host/kafka-codecs.js';
 import type { KafkaMessage } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive, waitForExit } from '../../dev/kafka/process.js';
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
 import { TopicPartitionsError, describeTopics, ensureTopics } from '../../host/topics.js';
 import { createTestTopics, produce, testBrokers, testKafka } from '../helpers/kafka.js';
 import type { TestTopics } from '../helpers/kafka.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+
+// Every Kafka client reads (and writes) gzip, snappy, lz4 and zstd batches.
+installKafkajsWorkarounds();
 
 const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 const unique = (name: string): string => `broker-test-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}-${name}`;

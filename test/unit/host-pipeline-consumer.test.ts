@@ -1,10 +1,10 @@
 import type { Consumer, ConsumerRunConfig, EachBatchPayload, Kafka, KafkaMessage, Offsets } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import type { PipelineFailedError } from '../../host/errors.js';
+import type { PipelineFailedError } from '../../host/pipeline-failure.js';
 import type { InvocationResult, Invoker } from '../../host/invoker.js';
-import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../host/pipeline-consumer.js';
+import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../host/topic-consumer.js';
 import { PipelineProgress } from '../../host/progress.js';
-import type { PipelineConsumer } from '../../host/pipeline-consumer.js';
+import type { PipelineConsumer } from '../../host/topic-consumer.js';
 import { loadHostSettings } from '../../host/settings.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
 

@@ -1,9 +1,9 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { UnreadableBatchError } from '../../host/kafka-codecs.js';
-import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../host/kafka-fetch-probe.js';
-import { skipCommand, unreadableCodec } from '../../host/pipeline-consumer.js';
-import { databaseProblem } from '../../host/supervisor.js';
+import { UnreadableBatchError } from '../../host/kafkajs/codecs.js';
+import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../host/kafkajs/fetch-probe.js';
+import { skipCommand, unreadableCodec } from '../../host/topic-consumer.js';
+import { databaseProblem } from '../../host/readiness.js';
 
 // kafkajs' own retrier, as its consumer uses it: a not retriable error is rethrown as
 // `new KafkaJSNonRetriableError(e, { cause: e.cause || e })`.

@@ -4,8 +4,11 @@ import type { KafkaMessage } from 'kafkajs';
 import kafkajs from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { toSourceRecord } from '../../host/batch.js';
-import '../../host/kafka-codecs.js';
-import { wireRecordOf } from '../../host/kafka-wire-records.js';
+import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
+import { wireRecordOf } from '../../host/kafkajs/wire-records.js';
+
+// Before kafkajs' record batch decoder is loaded below, as a Fetch response would load it.
+installKafkajsWorkarounds();
 
 // kafkajs' own protocol code: the real encoder writes the batch, the real decoder reads it.
 const require = createRequire(import.meta.url);

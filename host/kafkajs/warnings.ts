@@ -12,7 +12,8 @@ let installed = false;
 /**
  * Drops kafkajs' {@link isKafkajsTimeoutWarning} warnings in this process; every other warning
  * still reaches the listeners that were there (Node's own printer by default). Idempotent; every
- * program that creates a kafkajs client calls it (the host's process guards filter the same way).
+ * program that creates a kafkajs client calls it through `installKafkajsWorkarounds` (./index.ts;
+ * the host's process guards filter the same way).
  */
 export function dropKafkajsTimeoutWarnings(): void {
   if (installed) return;

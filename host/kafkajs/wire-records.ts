@@ -9,22 +9,24 @@
  * kafkajs' decoding is open CommonJS code, loaded lazily: the record batch decoder
  * (`protocol/recordBatch/v0/decoder.js`) is `require`d by the Fetch responses at the first
  * fetch and captures the record decoder (`protocol/recordBatch/record/v0/decoder.js`) then.
- * Importing this module replaces the record decoder's export in Node's module cache with a
- * wrapper: it calls kafkajs' own decoder unchanged (every field it returns stays as it was),
+ * {@link installWireRecords} (called by `installKafkajsWorkarounds`, ./index.ts) replaces the
+ * record decoder's export in Node's module cache with a wrapper: it calls kafkajs' own decoder unchanged (every field it returns stays as it was),
  * and catches the header list at the one place it exists, the record decoder's
  * `readVarIntArray` call, by overriding that method on the record's own `Decoder` instance
  * (a fresh one per record; nothing global changes). The ordered headers and the timestamp
  * type ride on the message under a symbol, read with {@link wireRecordOf}. Should the batch
- * decoder already be cached (a consumer fetched before this import), its cache entry and
+ * decoder already be cached (a consumer fetched before the install), its cache entry and
  * those of the modules that captured it are dropped, so the next fetch loads them anew with
- * the wrapper: the order of imports never matters.
+ * the wrapper: the order of imports and installs never matters.
  *
  * kafkajs is pinned (package.json); test/unit/kafka-wire-records.test.ts decodes a real
- * record batch encoded by kafkajs to hold this to it.
+ * record batch encoded by kafkajs to hold this to it, and the host checks the same at every
+ * start (./self-check.ts): a kafkajs without the headers fails closed.
  */
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import type { KafkaMessage } from 'kafkajs';
+import { headersUnavailable } from './version.js';
 
 /** A header as it was on the wire; `value` is null for a null header value. */
 export interface WireHeader {
@@ -66,10 +68,27 @@ export function wireRecordOf(message: KafkaMessage): WireRecord | undefined {
   return (message as unknown as Record<symbol, WireRecord | undefined>)[WIRE];
 }
 
-function install(): void {
-  const original = require(RECORD_DECODER) as RecordDecoder;
+/** kafkajs' module at `path`, which must export a function; else why the headers cannot be had. */
+function kafkajsFunction<F>(path: string): F {
+  const name = `kafkajs/${relative(join(protocol, '..', '..'), path)}`;
+  let loaded: unknown;
+  try {
+    loaded = require(path);
+  } catch (error) {
+    throw headersUnavailable(`cannot load ${name}: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]}`, { cause: error });
+  }
+  if (typeof loaded !== 'function') throw headersUnavailable(`${name} does not export a function`);
+  return loaded as F;
+}
+
+/**
+ * Wraps kafkajs' record decoder (idempotent). Throws a `KafkajsIncompatibleError` when the
+ * decoder is not where and what this module expects.
+ */
+export function installWireRecords(): void {
+  const original = kafkajsFunction<RecordDecoder>(RECORD_DECODER);
   if (original[INSTALLED]) return;
-  const headerDecoder = require(HEADER_DECODER) as Reader;
+  const headerDecoder = kafkajsFunction<Reader>(HEADER_DECODER);
   const wrapper: RecordDecoder = (decoder, context = {}) => {
     let headers: unknown[] | undefined;
     decoder.readVarIntArray = function (this: KafkajsDecoder, reader: Reader) {
@@ -91,11 +110,9 @@ function install(): void {
   };
   wrapper[INSTALLED] = true;
   const cached = require.cache[RECORD_DECODER];
-  if (cached === undefined) throw new Error(`kafkajs' record decoder is not in the module cache (${RECORD_DECODER})`);
+  if (cached === undefined) throw headersUnavailable(`its record decoder is not in Node's module cache (${RECORD_DECODER})`);
   cached.exports = wrapper;
   for (const path of Object.keys(require.cache)) {
     if (CAPTURING.includes(path) || (path.startsWith(FETCH_RESPONSES) && path.endsWith('response.js'))) delete require.cache[path];
   }
 }
-
-install();

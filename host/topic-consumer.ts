@@ -6,9 +6,9 @@ import type { PipelinePause } from '../shared/pipeline-pauses.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
-import { PipelineFailedError } from './errors.js';
-import { UnreadableBatchError } from './kafka-codecs.js';
-import { onFetchCompleted, unreadableBatchOf } from './kafka-fetch-probe.js';
+import { PipelineFailedError } from './pipeline-failure.js';
+import { UnreadableBatchError } from './kafkajs/codecs.js';
+import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from './kafkajs/fetch-probe.js';
 import type { InvocationResult, Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
@@ -118,6 +118,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   /** The pause this process obeys (from `pipeline_pauses`); `undefined` = running. */
   let pause: PipelinePause | undefined;
 
+  // Before the consumer's first fetch: completed fetches and unreadable batches are seen there.
+  installFetchProbe();
   const consumer: Consumer = options.kafka.consumer({
     groupId: pipeline.group,
     sessionTimeout: settings.sessionTimeoutMs,

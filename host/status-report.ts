@@ -1,5 +1,5 @@
-import type { GroupPosition } from '../cli/kafka.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import type { GroupPosition } from './lag.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { PipelinePause } from '../shared/pipeline-pauses.js';
 
 /**

@@ -2,9 +2,9 @@
  * The compression codecs every kafkajs client of this project reads and writes: gzip, snappy,
  * lz4 and zstd, the four a Kafka producer may use (and Lambda's event source mapping reads).
  * kafkajs itself only ships gzip; the others throw `KafkaJSNotImplemented`, which used to stop
- * the host on every start. Importing this module registers them once per process, before any
- * client exists: kafkajs looks codecs up in one shared table at every batch, so the import
- * order among modules does not matter.
+ * the host on every start. {@link registerKafkaCodecs} (called by `installKafkajsWorkarounds`,
+ * ./index.ts) registers them once per process, before any client exists: kafkajs looks codecs
+ * up in one shared table at every batch, so the order among modules does not matter.
  *
  * - gzip: Node's zlib (what kafkajs uses).
  * - zstd: Node's own zlib (`zstdDecompress`, Node >= 22.15).
@@ -16,14 +16,14 @@
  *
  * A batch that still cannot be decompressed (corrupt, or a codec id Kafka does not define)
  * fails with an {@link UnreadableBatchError} naming the codec; it is not retriable, so the
- * consumer stops and the host reports it once and exits 1 (see host/pipeline-consumer.ts).
+ * consumer stops and the host reports it once and exits 1 (see host/topic-consumer.ts).
  */
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import kafkajs from 'kafkajs';
 import { compressFrame, decompressFrame } from 'lz4-napi';
 import { compressSync as snappyCompress, uncompressSync as snappyUncompress } from 'snappy';
-import { StorageConsumerError } from '../shared/errors.js';
+import { StorageConsumerError } from '../../shared/errors.js';
 
 /** The codecs Kafka defines, by the id a record batch carries in its attributes (bits 0-2). */
 export const KAFKA_CODECS = { 1: 'gzip', 2: 'snappy', 3: 'lz4', 4: 'zstd' } as const;
@@ -134,9 +134,7 @@ export const PROJECT_CODECS: Readonly<Record<number, () => KafkajsCodec>> = {
   7: codec('codec id 7', refuse('codec id 7'), refuse('codec id 7')),
 };
 
-/** Installs the project's codecs in kafkajs' shared table (idempotent; done on import). */
-function registerKafkaCodecs(): void {
+/** Installs the project's codecs in kafkajs' shared table (idempotent). */
+export function registerKafkaCodecs(): void {
   Object.assign(CompressionCodecs as Record<number, () => KafkajsCodec>, PROJECT_CODECS);
 }
-
-registerKafkaCodecs();

@@ -18,15 +18,16 @@
  *   rethrown as a not retriable {@link UnreadableFetchError} whose cause is an
  *   {@link UnreadableRecordBatchError} carrying the location, so the location survives the wrap.
  *
- * Like ./kafka-wire-records.ts (imported first: it reloads the same modules), this replaces
- * module exports in Node's module cache; kafkajs is pinned (package.json) and tests hold this to
- * it (test/unit/kafka-fetch-probe.test.ts, test/integration/codecs.test.ts).
+ * Like ./wire-records.ts (installed first: it reloads the same modules), this replaces
+ * module exports in Node's module cache, once ({@link installFetchProbe}, called by each pipeline's
+ * consumer before it exists); kafkajs is pinned (package.json) and tests hold this to it
+ * (test/unit/kafka-fetch-probe.test.ts, test/integration/codecs.test.ts).
  */
-import './kafka-wire-records.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { StorageConsumerError } from '../shared/errors.js';
+import { StorageConsumerError } from '../../shared/errors.js';
+import { installWireRecords } from './wire-records.js';
 
 /** Where an unreadable record batch sits: what `storage-consumer replay ... --to-offset` needs. */
 export interface RecordBatchLocation {
@@ -143,7 +144,12 @@ function replaceExport(path: string, wrap: (original: Decode) => Decode): void {
   cached.exports = wrapper;
 }
 
-function install(): void {
+/**
+ * Installs the probe (idempotent; after ./wire-records.ts, which it installs first). Throws a
+ * `KafkajsIncompatibleError` when kafkajs' record decoder is not where or what it should be.
+ */
+export function installFetchProbe(): void {
+  installWireRecords();
   const fetch = require(FETCH) as FetchDefinition;
   if (fetch.protocol[INSTALLED]) return;
 
@@ -207,5 +213,3 @@ function install(): void {
   wrapped[INSTALLED] = true;
   fetch.protocol = wrapped;
 }
-
-install();

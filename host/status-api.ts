@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isPipelineName } from '../shared/pipeline-names.js';
-import type { PipelineName } from '../shared/pipeline-names.js';
+import { isPipelineName } from '../shared/pipelines.js';
+import type { PipelineName } from '../shared/pipelines.js';
 import type { PauseChangeResult } from '../shared/pipeline-pauses.js';
 
 /**

@@ -1,0 +1,105 @@
+/**
+ * Where a pipeline's consumer group stands on its topic, read from the broker: members,
+ * committed and end offsets, lag. The host reads it for its lag metric and status endpoint,
+ * the operations CLI for `lag`, `status`, `replay` and `verify`.
+ */
+import { AssignerProtocol } from 'kafkajs';
+import type { Admin } from 'kafkajs';
+import type { PipelineSettings } from '../shared/settings.js';
+
+/** One member of a consumer group. */
+export interface GroupMember {
+  readonly memberId: string;
+  readonly clientId: string;
+  readonly clientHost: string;
+  /** The partitions of the pipeline's topic assigned to the member (empty while the group rebalances). */
+  readonly partitions: readonly number[];
+}
+
+/** The partitions of `topic` in a member's assignment; none when it cannot be decoded (a rebalance, another protocol). */
+function assignedPartitions(assignment: Buffer | undefined, topic: string): number[] {
+  if (assignment === undefined || assignment.length === 0) return [];
+  try {
+    const decoded = AssignerProtocol.MemberAssignment.decode(assignment);
+    return [...(decoded?.assignment[topic] ?? [])].sort((a, b) => a - b);
+  } catch {
+    return [];
+  }
+}
+
+/** One partition of a group's topic: where the group is and where the topic ends. */
+export interface PartitionPosition {
+  readonly partition: number;
+  /** The committed offset (the next one to read); `null` when the group never committed. */
+  readonly committed: bigint | null;
+  /** The earliest offset still on the broker. */
+  readonly start: bigint;
+  /** The end (high watermark): the offset the next produced message gets. */
+  readonly end: bigint;
+  /** Messages the group has not consumed yet (from `start` when it never committed: a new group reads from the earliest). */
+  readonly lag: bigint;
+}
+
+/** One pipeline's consumer group on its topic. */
+export interface GroupPosition {
+  readonly pipeline: string;
+  readonly group: string;
+  readonly topic: string;
+  /** The coordinator's group state: Stable, Empty, PreparingRebalance, Dead (never existed) ... */
+  readonly state: string;
+  readonly members: readonly GroupMember[];
+  readonly partitions: readonly PartitionPosition[];
+  readonly lag: bigint;
+}
+
+/** The group's members and state, as the coordinator describes them. */
+async function describeGroup(admin: Admin, group: string, topic: string): Promise<{ state: string; members: GroupMember[] }> {
+  const { groups } = await admin.describeGroups([group]);
+  const described = groups[0];
+  return {
+    state: described?.state ?? 'Unknown',
+    members: (described?.members ?? []).map(({ memberId, clientId, clientHost, memberAssignment }) => ({
+      memberId,
+      clientId,
+      clientHost,
+      partitions: assignedPartitions(memberAssignment, topic),
+    })),
+  };
+}
+
+/** The committed offset per partition; a partition without one is absent. */
+async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
+  const [result] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  const committed = new Map<number, bigint>();
+  for (const { partition, offset } of result?.partitions ?? []) {
+    const value = BigInt(offset);
+    if (value >= 0n) committed.set(partition, value);
+  }
+  return committed;
+}
+
+/** Where one pipeline's group stands on its topic, partition by partition, and its members. */
+export async function groupPosition(admin: Admin, pipeline: PipelineSettings): Promise<GroupPosition> {
+  const [description, ends, committed] = await Promise.all([
+    describeGroup(admin, pipeline.group, pipeline.topic),
+    admin.fetchTopicOffsets(pipeline.topic),
+    committedOffsets(admin, pipeline.group, pipeline.topic),
+  ]);
+  const partitions = ends
+    .map(({ partition, low, high }): PartitionPosition => {
+      const start = BigInt(low);
+      const end = BigInt(high);
+      const position = committed.get(partition) ?? null;
+      const from = position === null || position < start ? start : position;
+      return { partition, committed: position, start, end, lag: end > from ? end - from : 0n };
+    })
+    .sort((a, b) => a.partition - b.partition);
+  return {
+    pipeline: pipeline.name,
+    group: pipeline.group,
+    topic: pipeline.topic,
+    ...description,
+    partitions,
+    lag: partitions.reduce((sum, partition) => sum + partition.lag, 0n),
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * The host's readiness (`/readyz`): per pipeline its progress verdict and whether its database
+ * answers, and what keeps the host from being ready.
+ */
+import type { PipelineName } from '../shared/pipelines.js';
+import type { Invoker } from './invoker.js';
+import type { PipelineView } from './metrics.js';
+import type { PipelineState } from './progress.js';
+import type { HostSettings } from './settings.js';
+import type { HostState } from './supervisor.js';
+
+/** One pipeline as readiness sees it (derived from its progress record). */
+export interface PipelineReadiness {
+  /** The pipeline's state (host/progress.ts). */
+  readonly state: PipelineState;
+  readonly ready: boolean;
+  /** The consumer holds its place in its group (joined, not rebalancing, not crashed). */
+  readonly joined: boolean;
+  readonly failed: boolean;
+  /** Paused by an operator (`pipeline_pauses`): still ready, fetching nothing. */
+  readonly paused: boolean;
+  /** `ok`, why the database does not answer (an error code, never a host or user name), or why it was not checked. */
+  readonly database: string;
+}
+
+/** The answer of `/readyz`: ready only when every pipeline is RUNNING and its database answers. */
+export interface Readiness {
+  readonly ready: boolean;
+  readonly state: HostState;
+  readonly pipelines: Readonly<Partial<Record<PipelineName, PipelineReadiness>>>;
+  /** What keeps the host from being ready, one line each; empty when ready. */
+  readonly missing: readonly string[];
+}
+
+/** A readiness database check never waits longer than this. */
+const READINESS_DATABASE_TIMEOUT_MS = 3_000;
+
+/** What a readiness check reads of the host, at the moment it reads it. */
+export interface ReadinessSource {
+  readonly settings: HostSettings;
+  /** The host's life-cycle state now. */
+  state(): HostState;
+  /** The pipelines' invokers, in the order of the selected pipelines (none before the start). */
+  readonly invokers: readonly Invoker[];
+  /** Every pipeline's progress record and the verdict on it, now. */
+  progress(): PipelineView[];
+}
+
+/** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
+export function databaseProblem(error: unknown): string {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
+  if (error instanceof Error && error.name === 'DatabaseTimeout') return error.message;
+  if (error instanceof Error) return error.name;
+  return 'unknown error';
+}
+
+/** `ok`, or why a pipeline's database does not answer its invoker's ping within the limit. */
+async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings): Promise<string> {
+  if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`), { name: 'DatabaseTimeout' })),
+      READINESS_DATABASE_TIMEOUT_MS,
+    );
+  });
+  try {
+    await Promise.race([invoker.ping(), timeout]);
+    return 'ok';
+  } catch (error) {
+    return databaseProblem(error);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * `/readyz`: ready only when the host is Running, every pipeline's progress verdict is ready and
+ * (in-process invocation) its database answers. Reads the host's state and progress when it needs
+ * them: before the database checks, and after.
+ */
+export async function evaluateReadiness(host: ReadinessSource): Promise<Readiness> {
+  const { settings, invokers } = host;
+  const names = settings.storage.selectedPipelines;
+  // Only a running host's pools are pinged: a stopping or stopped invoker would open a new pool
+  // that nothing closes, and the state alone already makes such a host not ready.
+  const running = host.state() === 'Running';
+  const databases = await Promise.all(
+    names.map((_, index) => (running ? pingDatabase(invokers[index], settings) : Promise.resolve(`not checked (host ${host.state()})`))),
+  );
+  const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
+  const missing: string[] = [];
+  const state = host.state();
+  if (state !== 'Running') missing.push(`host: ${state}`);
+  const views = host.progress();
+  names.forEach((name, index) => {
+    const { snapshot, verdict } = views[index] as PipelineView;
+    const database = databases[index] as string;
+    pipelines[name] = { state: verdict.state, ready: verdict.ready, joined: snapshot.inGroup, failed: verdict.state === 'FAILED', paused: snapshot.paused, database };
+    missing.push(...verdict.causes);
+    if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
+  });
+  return { ready: missing.length === 0, state, pipelines, missing };
+}
