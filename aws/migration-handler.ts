@@ -6,7 +6,7 @@ import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
 import { isAuthenticationFailure } from '../shared/error-classification.js';
 import { migrationsHash } from '../shared/migrations/files.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
-import type { MigrationReport } from '../shared/migrations/types.js';
+import type { MigrationReport } from '../shared/migrations/model.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import { loadSettings } from '../shared/settings.js';

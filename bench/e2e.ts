@@ -36,7 +36,7 @@ import { ensureBroker } from '../dev/kafka/broker.js';
 import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { ensureTopics } from '../host/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
-import { createPipelineHandler } from '../aws/pipeline-handler.js';
+import { createPipelineHandler } from '../aws/batch-handler.js';
 import { loadSettings } from '../shared/settings.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import { APPS, copyBaseline, copyLine, createCopyBaseline, median, percentile, prepareDatabase, syntheticReview, withDatabase } from './support.js';

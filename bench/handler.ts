@@ -17,14 +17,14 @@
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import pg from 'pg';
-import { createPipelineHandler } from '../aws/pipeline-handler.js';
+import { createPipelineHandler } from '../aws/batch-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import type { ReviewMessage } from '../shared/contracts/reviews.js';
 import type { BoundRow } from '../shared/pipeline-spec.js';
 import { PIPELINES } from '../shared/pipelines.js';
-import type { KafkaRecord } from '../shared/types.js';
+import type { KafkaRecord } from '../shared/records.js';
 import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
 import { APPS, copyBaseline, copyLine, createCopyBaseline, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';

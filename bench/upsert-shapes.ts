@@ -25,7 +25,7 @@ import { createPool } from '../shared/db.js';
 import type { BoundRow } from '../shared/pipeline-spec.js';
 import { PIPELINES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
-import type { KafkaRecord } from '../shared/types.js';
+import type { KafkaRecord } from '../shared/records.js';
 import type { TableDescription } from '../shared/upsert.js';
 import { upsertRows, upsertStatement } from '../shared/upsert.js';
 import { APPS, COPY_COLUMNS, copyBaseline, copyLine, createCopyBaseline, median, prepareDatabase, syntheticReview, withDatabase } from './support.js';

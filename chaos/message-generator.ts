@@ -5,7 +5,7 @@
  * running the product's decoder.
  */
 import type { PipelineName } from '../shared/pipelines.js';
-import type { RejectionReason } from '../shared/types.js';
+import type { RejectionReason } from '../shared/records.js';
 import { CORPUS } from '../fixtures/corpus.js';
 import type { ChaosApp, PlannedOutcome } from './plan.js';
 import { REFUSED_MARKERS, tableOf } from './plan.js';

@@ -10,7 +10,7 @@
  *   instant, the first stored, i.e. the lowest offset of its partition.
  */
 import type { PipelineName } from '../shared/pipelines.js';
-import type { RejectionReason } from '../shared/types.js';
+import type { RejectionReason } from '../shared/records.js';
 import type { DataTable, RowText } from './stored-rows.js';
 import { DATA_TABLES } from './stored-rows.js';
 import type { PlannedMessage, Workload } from './plan.js';

@@ -4,7 +4,7 @@
  */
 import type { PipelineName } from '../shared/pipelines.js';
 import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
-import type { RejectionReason } from '../shared/types.js';
+import type { RejectionReason } from '../shared/records.js';
 import type { DataTable, RowText } from './stored-rows.js';
 import { isDataTable } from './stored-rows.js';
 

@@ -3,7 +3,7 @@
  * the outcome it must have (see message-generator.ts), in production order.
  */
 import type { PipelineName } from '../shared/pipelines.js';
-import type { RejectionReason } from '../shared/types.js';
+import type { RejectionReason } from '../shared/records.js';
 import { MessageGenerator } from './message-generator.js';
 import type { Workload } from './plan.js';
 import { CHAOS_PIPELINES } from './plan.js';

@@ -1,5 +1,5 @@
 import type { Queryable } from '../shared/queryable.js';
-import type { RejectionReason, Violations } from '../shared/types.js';
+import type { RejectionReason, Violations } from '../shared/records.js';
 
 /** Which dead letters a command works on; every field narrows the selection. */
 export interface DeadLetterFilter {

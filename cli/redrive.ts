@@ -5,7 +5,7 @@ import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { recordOperatorAction } from '../shared/operator-actions.js';
-import { processBatch } from '../shared/pipeline.js';
+import { processBatch } from '../shared/process-batch.js';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Queryable } from '../shared/queryable.js';

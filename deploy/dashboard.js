@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * The stage's CloudWatch dashboard: one row per consumer function, generated from the one list
- * of pipelines in deploy/pipelines.js (as the rest of what each pipeline gets). Each row shows what
+ * of pipelines in deploy/resources.js (as the rest of what each pipeline gets). Each row shows what
  * docs/operations.md's runbooks look at: records by outcome, dead letters, BatchFailed and batch
  * duration p50/p99 (the handlers' EMF metrics, namespace `StorageConsumer/<stage>`, dimensions
  * `service` and `pipeline`, aws/metrics.ts), and the function's OffsetLag, errors, throttles
@@ -12,7 +12,7 @@
  * `${file(./deploy/dashboard.js):dashboard}`.
  */
 import { tsImport } from 'tsx/esm/api';
-import { pipelines } from './pipelines.js';
+import { pipelines } from './resources.js';
 
 /** A widget's place in the body is its index; CloudWatch lays out 24 columns. */
 const WIDTH = 6;
@@ -107,7 +107,7 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
 
 /**
  * The dashboard resource (`Dashboard`), named `<service>-<stage>`.
- * @param {import('./pipelines.js').Resolver} [resolver]
+ * @param {import('./resources.js').Resolver} [resolver]
  */
 export async function dashboard(resolver) {
   /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */

@@ -1,4 +1,4 @@
-import { createLambdaPipelineHandler } from '../aws/lambda-pipeline.js';
+import { createLambdaPipelineHandler } from '../aws/deployed-handler.js';
 
 /** Lambda entry for the `reviews` topic (MSK or self-managed Kafka event source mapping). */
 export const handler = createLambdaPipelineHandler('reviews');

@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineName } from '../shared/pipelines.js';
-import { changePipelinePause, readPipelinePauses } from '../shared/pipeline-pauses.js';
-import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pipeline-pauses.js';
+import { changePipelinePause, readPipelinePauses } from '../shared/pause-store.js';
+import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pause-store.js';
 import type { HostSettings } from './settings.js';
 
 /** While the pause table cannot be read, the WARN repeats at most this often. */

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
-import type { PauseChangeResult } from '../shared/pipeline-pauses.js';
+import type { PauseChangeResult } from '../shared/pause-store.js';
 
 /**
  * The host's Kafka Connect-like pipeline API (docs/operations.md, "Pause, resume and status"):

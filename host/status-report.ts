@@ -1,6 +1,6 @@
 import type { GroupPosition } from './lag.js';
 import type { PipelineName } from '../shared/pipelines.js';
-import type { PipelinePause } from '../shared/pipeline-pauses.js';
+import type { PipelinePause } from '../shared/pause-store.js';
 
 /**
  * `GET /pipelines/{pipeline}/status`: one pipeline as this host sees it, in the spirit of Kafka

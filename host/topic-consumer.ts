@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
 import type { CoreLogger } from '../shared/logger.js';
-import type { PipelinePause } from '../shared/pipeline-pauses.js';
+import type { PipelinePause } from '../shared/pause-store.js';
 import type { PipelineSettings } from '../shared/settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';

@@ -1,4 +1,4 @@
-import type { WriteOutcome } from './types.js';
+import type { WriteOutcome } from './records.js';
 
 /** The partial batch response of a Kafka event source mapping. */
 export interface BatchResponse {

@@ -4,7 +4,7 @@ import { sanitizeDetail } from './contracts/decode.js';
 import type { Queryable } from './queryable.js';
 import type { TableDescription, UpsertOptions } from './upsert.js';
 import { upsertRows } from './upsert.js';
-import type { KafkaHeader, KafkaRecord, Rejection } from './types.js';
+import type { KafkaHeader, KafkaRecord, Rejection } from './records.js';
 
 /** Payloads of rejected messages are cut to this many bytes (docs/design.md section 6). */
 export const DEAD_LETTER_PAYLOAD_LIMIT = 64 * 1024;

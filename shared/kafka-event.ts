@@ -1,5 +1,5 @@
 import { InvalidEventError } from './errors.js';
-import type { KafkaHeader, KafkaRecord } from './types.js';
+import type { KafkaHeader, KafkaRecord } from './records.js';
 
 /** Event sources the handlers accept: MSK and self-managed Kafka (also what the host sends). */
 export const KAFKA_EVENT_SOURCES = ['aws:kafka', 'SelfManagedKafka'] as const;

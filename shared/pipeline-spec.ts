@@ -1,6 +1,6 @@
-import type { Decoder } from './contracts/types.js';
+import type { Decoder } from './contracts/decoder.js';
 import type { StageValues } from './stages.js';
-import type { KafkaRecord } from './types.js';
+import type { KafkaRecord } from './records.js';
 import type { ColumnDescription, TableDescription } from './upsert.js';
 
 /** A decoded message bound to its application id and its Kafka coordinates: one table row. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { arrayLiteral } from './array-literal.js';
 import { isRefusedDataError } from './error-classification.js';
 import type { Queryable } from './queryable.js';
-import type { WriteOutcome } from './types.js';
+import type { WriteOutcome } from './records.js';
 
 /** One column of a table description: how to read its value from an input row. */
 export interface ColumnDescription<R> {

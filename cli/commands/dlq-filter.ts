@@ -1,6 +1,6 @@
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
-import { REJECTION_REASONS } from '../../shared/types.js';
-import type { RejectionReason } from '../../shared/types.js';
+import { REJECTION_REASONS } from '../../shared/records.js';
+import type { RejectionReason } from '../../shared/records.js';
 import { UsageError } from '../command.js';
 import type { DeadLetterFilter } from '../dead-letter-store.js';
 import { parseSince } from '../time.js';

@@ -1,6 +1,6 @@
 import { resolveActor } from '../../shared/operator-actions.js';
-import { changePipelinePause } from '../../shared/pipeline-pauses.js';
-import type { PauseChangeResult } from '../../shared/pipeline-pauses.js';
+import { changePipelinePause } from '../../shared/pause-store.js';
+import type { PauseChangeResult } from '../../shared/pause-store.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';

@@ -7,7 +7,7 @@ import { loadHostSettings } from '../../host/settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
 import { PIPELINES } from '../../shared/pipelines.js';
-import type { KafkaRecord } from '../../shared/types.js';
+import type { KafkaRecord } from '../../shared/records.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
 import { renderJson } from '../output.js';

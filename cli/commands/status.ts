@@ -1,7 +1,7 @@
 import type { PipelineStatusDocument } from '../../host/status-report.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import { readPipelinePauses } from '../../shared/pipeline-pauses.js';
-import type { PipelinePause } from '../../shared/pipeline-pauses.js';
+import { readPipelinePauses } from '../../shared/pause-store.js';
+import type { PipelinePause } from '../../shared/pause-store.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';

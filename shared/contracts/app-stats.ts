@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { finiteNumber, histogram, integer, price } from './numbers.js';
 import { currency, packageName, text } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { Decoder, MessageOf } from './types.js';
+import type { Decoder, MessageOf } from './decoder.js';
 
 const count = optional(integer('bigint', { min: 0 }));
 

@@ -1,8 +1,8 @@
 import type { z } from 'zod';
-import type { Rejection, RejectionReason } from '../types.js';
+import type { Rejection, RejectionReason } from '../records.js';
 import { InexactNumber } from './numbers.js';
 import { unstorableTextProblem } from './text.js';
-import type { DecodeResult, Decoder } from './types.js';
+import type { DecodeResult, Decoder } from './decoder.js';
 
 /**
  * The generic path of one record value to a message (docs/design.md section 3 step 2):

@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { finiteNumber, integer, protocols } from './numbers.js';
 import { packageName, text, uuid } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { Decoder, MessageOf } from './types.js';
+import type { Decoder, MessageOf } from './decoder.js';
 
 const bigCount = integer('bigint', { min: 0 });
 const count = optional(integer('integer', { min: 0 }));

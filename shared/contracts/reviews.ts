@@ -4,7 +4,7 @@ import { optional } from './fields.js';
 import { integer } from './numbers.js';
 import { packageName, text } from './text.js';
 import { timestamp } from './timestamps.js';
-import type { Decoder, MessageOf } from './types.js';
+import type { Decoder, MessageOf } from './decoder.js';
 
 const version = optional(text({ max: 64 }));
 

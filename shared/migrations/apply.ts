@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { MigrationError } from '../errors.js';
 import { recordAppliedMigration } from './tracking.js';
-import type { MigrationFile } from './types.js';
+import type { MigrationFile } from './model.js';
 
 /**
  * Applies one migration and records it, in one transaction: both commit, or neither does. The

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { MigrationFile } from './types.js';
+import type { MigrationFile } from './model.js';
 
 /** sha256 hex of a migration file's bytes, as stored in the tracking table's `checksum`. */
 export function checksumOf(bytes: Uint8Array): string {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { MigrationFile } from './types.js';
+import type { MigrationFile } from './model.js';
 
 /**
  * Schema drift: what the applied migrations define (tables, columns with their types, unique

@@ -2,7 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { MigrationError } from '../errors.js';
 import { checksumOf, hashMigrationSet } from './checksum.js';
-import type { MigrationFile } from './types.js';
+import type { MigrationFile } from './model.js';
 
 const FILE_NAME = /^(\d{4})_([a-z0-9][a-z0-9_-]*)\.sql$/;
 

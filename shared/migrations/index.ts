@@ -12,4 +12,4 @@ export type {
   MigrationFile,
   MigrationLogger,
   MigrationReport,
-} from './types.js';
+} from './model.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { MigrationError } from '../errors.js';
 import { MIGRATION_LOCK_KEY } from './constants.js';
-import type { MigrationLogger } from './types.js';
+import type { MigrationLogger } from './model.js';
 
 /**
  * SQLSTATEs of a lock wait cut short: `lock_timeout` (55P03), or a statement timeout no longer

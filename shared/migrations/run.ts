@@ -7,7 +7,7 @@ import { withMigrationLock } from './lock.js';
 import { endSession } from './session.js';
 import { compareWithApplied, describeMismatches } from './status.js';
 import { ensureTrackingTable, readAppliedMigrations } from './tracking.js';
-import type { MigrationFile, MigrationLogger, MigrationReport } from './types.js';
+import type { MigrationFile, MigrationLogger, MigrationReport } from './model.js';
 
 /** Options of `runMigrations`. */
 export interface RunMigrationsOptions {

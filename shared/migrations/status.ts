@@ -2,7 +2,7 @@ import { DEFAULT_MIGRATIONS_DIRECTORY } from './constants.js';
 import { loadMigrations } from './files.js';
 import { readAppliedMigrations } from './tracking.js';
 import type { Queryable } from './tracking.js';
-import type { AppliedMigration, MigrationFile, MigrationMismatch, SchemaStatus } from './types.js';
+import type { AppliedMigration, MigrationFile, MigrationMismatch, SchemaStatus } from './model.js';
 
 /** Compares the migration files with the tracking table's rows. Pure. */
 export function compareWithApplied(

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { TRACKING_TABLE } from './constants.js';
-import type { AppliedMigration } from './types.js';
+import type { AppliedMigration } from './model.js';
 
 /** Something that runs a query: a dedicated client, or a pool for read-only checks. */
 export type Queryable = pg.ClientBase | pg.Pool;

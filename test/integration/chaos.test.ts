@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { runChaos } from '../../chaos/harness.js';
 import { reportLines } from '../../chaos/report.js';
-import { REJECTION_REASONS } from '../../shared/types.js';
+import { REJECTION_REASONS } from '../../shared/records.js';
 
 // The small chaos run of `npm test` (`npm run chaos` is the full one): its own broker and
 // PostgreSQL, host processes SIGKILLed mid-batch and restarted, the database and the broker

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processBatch } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import { runBin, runCli, tableRows } from '../helpers/cli.js';
 import { sampleAppStats, sampleReview } from '../helpers/messages.js';
-import type { TestRecord } from '../helpers/pipeline.js';
-import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+import type { TestRecord } from '../helpers/lambda-events.js';
+import { captureLogger, lambdaEvent, testSettings } from '../helpers/lambda-events.js';
 
 const WEATHER = { id: 101, package_name: 'com.example.weather' };
 const LATE = { id: 202, package_name: 'com.example.late' };

@@ -19,7 +19,7 @@ import {
   waitForCommittedToEnd,
 } from '../helpers/host.js';
 import { produce } from '../helpers/kafka.js';
-import { captureLogger } from '../helpers/pipeline.js';
+import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleReview } from '../helpers/messages.js';
 
 interface PositionJson {

@@ -23,7 +23,7 @@ import {
   waitUntil,
 } from '../helpers/host.js';
 import { produce } from '../helpers/kafka.js';
-import { captureLogger } from '../helpers/pipeline.js';
+import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 interface StepJson {

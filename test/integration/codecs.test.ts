@@ -9,7 +9,7 @@ import { consoleProduce, killConsoleProducers } from '../helpers/console-produce
 import { closeHostTestStack, committedOffsets, createTestPipelines, hostEnvironment, openHostTestStack, waitForCommittedToEnd } from '../helpers/host.js';
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import { sampleNetworkMetrics } from '../helpers/messages.js';
-import { captureLogger } from '../helpers/pipeline.js';
+import { captureLogger } from '../helpers/lambda-events.js';
 import { runCli } from '../helpers/cli.js';
 import { testKafka } from '../helpers/kafka.js';
 import { UnreadableBatchError } from '../../host/kafkajs/codecs.js';

@@ -5,7 +5,7 @@ import type { DataTable, RowText, StoredRow } from '../../chaos/stored-rows.js';
 import { DEAD_LETTER_PAYLOAD_LIMIT } from '../../shared/dead-letters.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
-import { createPipelineHandler } from '../../aws/pipeline-handler.js';
+import { createPipelineHandler } from '../../aws/batch-handler.js';
 import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
@@ -13,7 +13,7 @@ import { CORPUS, CORPUS_APPS, CORPUS_PIPELINES, goodNeighbour } from '../../fixt
 import type { CorpusCase } from '../../fixtures/corpus.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
-import { lambdaContext, testSettings } from '../helpers/pipeline.js';
+import { lambdaContext, testSettings } from '../helpers/lambda-events.js';
 
 // The hostile corpus through the real handler and PostgreSQL, in batches mixed with good
 // messages: every outcome as listed, every neighbour stored, no batch ever failing or retried.

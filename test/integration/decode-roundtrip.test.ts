@@ -9,16 +9,16 @@ import { decodeReview } from '../../shared/contracts/reviews.js';
 import type { AppStatsMessage } from '../../shared/contracts/app-stats.js';
 import type { NetworkMetricsMessage } from '../../shared/contracts/network-metrics.js';
 import type { ReviewMessage } from '../../shared/contracts/reviews.js';
-import type { DecodeResult } from '../../shared/contracts/types.js';
+import type { DecodeResult } from '../../shared/contracts/decoder.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
-import { createPipelineHandler } from '../../aws/pipeline-handler.js';
+import { createPipelineHandler } from '../../aws/batch-handler.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import { REJECTION_REASONS } from '../../shared/types.js';
+import { REJECTION_REASONS } from '../../shared/records.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
-import { lambdaContext, testSettings } from '../helpers/pipeline.js';
+import { lambdaContext, testSettings } from '../helpers/lambda-events.js';
 
 // The decoders alone are property-tested in test/unit/contracts. This adds the database: for any
 // batch of arbitrary record values, every record ends as exactly one of a row that reads back

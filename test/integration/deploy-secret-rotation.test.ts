@@ -10,11 +10,11 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { secretDatabaseSource } from '../../aws/secret-database.js';
 import type { SecretFetcher } from '../../aws/secret-database.js';
-import { createPipelineHandler } from '../../aws/pipeline-handler.js';
+import { createPipelineHandler } from '../../aws/batch-handler.js';
 import { SAMPLE_APPLICATIONS, sampleEvents } from '../../scripts/generate-events.js';
 import { SERVER_URL, createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import { lambdaContext, testSettings } from '../helpers/pipeline.js';
+import { lambdaContext, testSettings } from '../helpers/lambda-events.js';
 
 const ROTATED_AWAY_USER = 'storage_before_rotation';
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
-import { processBatch } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
@@ -22,7 +22,7 @@ import {
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
-import { captureLogger, testSettings } from '../helpers/pipeline.js';
+import { captureLogger, testSettings } from '../helpers/lambda-events.js';
 
 // docs/design.md section 3, step 1: whatever a record's envelope holds, the record ends as a row or a
 // dead letter and the batch succeeds; only an event that is not a Kafka event is refused.

@@ -19,7 +19,7 @@ import {
 } from '../helpers/host.js';
 import type { HostTestStack } from '../helpers/host.js';
 import { produce } from '../helpers/kafka.js';
-import { captureLogger } from '../helpers/pipeline.js';
+import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleReview } from '../helpers/messages.js';
 
 let schema: TestSchema;

@@ -19,7 +19,7 @@ import {
 } from '../helpers/host.js';
 import type { PipelineNames } from '../helpers/host.js';
 import { produce, testKafka } from '../helpers/kafka.js';
-import { captureLogger } from '../helpers/pipeline.js';
+import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 // One in-process host runs the three pipelines for the whole file, as `npm run host` would;

@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { attemptTimeNeededMs } from '../../shared/connection.js';
-import { processBatch } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import { createInProcessInvoker } from '../../host/invoker.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema, SERVER_URL } from '../helpers/database.js';
 import { sampleReview } from '../helpers/messages.js';
-import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+import { captureLogger, lambdaEvent, testSettings } from '../helpers/lambda-events.js';
 import type { TcpProxy } from '../helpers/tcp-proxy.js';
 import { startTcpProxy, throughProxy } from '../helpers/tcp-proxy.js';
 

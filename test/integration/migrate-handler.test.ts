@@ -17,10 +17,10 @@ import { createMigrationHandler } from '../../aws/migration-handler.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { runMigrations } from '../../shared/migrations/run.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, MIGRATION_LOCK_KEY } from '../../shared/migrations/constants.js';
-import type { MigrationReport } from '../../shared/migrations/types.js';
+import type { MigrationReport } from '../../shared/migrations/model.js';
 import { createAppsStandIn, createTestDatabase, createTestSchema } from '../helpers/database.js';
 import type { TestDatabase, TestSchema } from '../helpers/database.js';
-import { lambdaContext, testSettings } from '../helpers/pipeline.js';
+import { lambdaContext, testSettings } from '../helpers/lambda-events.js';
 
 /** Versions of the repository's migration files (1..n). */
 const VERSIONS = readdirSync(DEFAULT_MIGRATIONS_DIRECTORY)

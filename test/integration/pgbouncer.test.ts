@@ -2,8 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../shared/errors.js';
-import { processBatch } from '../../shared/pipeline.js';
-import type { BatchOptions } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
+import type { BatchOptions } from '../../shared/process-batch.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import type { TestSchema } from '../helpers/database.js';
@@ -11,8 +11,8 @@ import { createMigratedSchema, SERVER_URL, withSearchPath } from '../helpers/dat
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 import type { RunningPgBouncer } from '../helpers/pgbouncer.js';
 import { PGBOUNCER_MISSING, pgbouncerBinary, startPgBouncer } from '../helpers/pgbouncer.js';
-import type { TestRecord } from '../helpers/pipeline.js';
-import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+import type { TestRecord } from '../helpers/lambda-events.js';
+import { captureLogger, lambdaEvent, testSettings } from '../helpers/lambda-events.js';
 
 const WEATHER = { id: 401, package_name: 'com.example.weather' };
 const POOLED_DATABASE = 'storage_pooled';

@@ -9,7 +9,7 @@ import {
   headersToJson,
   insertDeadLetters,
 } from '../../shared/dead-letters.js';
-import type { KafkaRecord, Rejection } from '../../shared/types.js';
+import type { KafkaRecord, Rejection } from '../../shared/records.js';
 import { FakeQueryable } from '../helpers/fake-db.js';
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkConsumerTimeout } from '../../deploy/pipelines.js';
+import { checkConsumerTimeout } from '../../deploy/resources.js';
 
 describe('packaging: the consumer timeout holds one database attempt', () => {
   it('accepts the default 120 s, and refuses a timeout below one attempt plus the reserve, naming both numbers', async () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidEventError, RetryBudgetExhaustedError } from '../../shared/errors.js';
-import type { Invocation } from '../../shared/pipeline.js';
+import type { Invocation } from '../../shared/process-batch.js';
 import type { PipelineRuntime } from '../../shared/runtime.js';
-import { processBatch } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
 import { PIPELINES } from '../../shared/pipelines.js';
 import { PrecheckSwitch } from '../../shared/upsert.js';
 import { ApplicationResolver } from '../../shared/resolver.js';
@@ -10,8 +10,8 @@ import { loadSettings } from '../../shared/settings.js';
 import type { RecordedQuery } from '../helpers/fake-db.js';
 import { connectionRefused, databaseError, FakePool, rejectionOf, statementOf } from '../helpers/fake-db.js';
 import { sampleReview } from '../helpers/messages.js';
-import type { TestRecord } from '../helpers/pipeline.js';
-import { captureLogger, lambdaEvent } from '../helpers/pipeline.js';
+import type { TestRecord } from '../helpers/lambda-events.js';
+import { captureLogger, lambdaEvent } from '../helpers/lambda-events.js';
 
 const REGISTERED = { 'com.example.weather': '7' } as Record<string, string>;
 

@@ -3,7 +3,7 @@ import { decimalPlaces, formatPath, MAX_DETAIL_LENGTH, sanitizeDetail } from '..
 import { decodeAppStats } from '../../../shared/contracts/app-stats.js';
 import { decodeNetworkMetrics } from '../../../shared/contracts/network-metrics.js';
 import { decodeReview } from '../../../shared/contracts/reviews.js';
-import type { DecodeResult } from '../../../shared/contracts/types.js';
+import type { DecodeResult } from '../../../shared/contracts/decoder.js';
 import { recordValue, sampleAppStats, sampleReview } from '../../helpers/messages.js';
 
 const decoders = [

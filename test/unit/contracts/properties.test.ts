@@ -4,8 +4,8 @@ import { decodeAppStats } from '../../../shared/contracts/app-stats.js';
 import { MAX_DETAIL_LENGTH } from '../../../shared/contracts/decode.js';
 import { decodeNetworkMetrics } from '../../../shared/contracts/network-metrics.js';
 import { decodeReview } from '../../../shared/contracts/reviews.js';
-import type { DecodeResult } from '../../../shared/contracts/types.js';
-import { REJECTION_REASONS } from '../../../shared/types.js';
+import type { DecodeResult } from '../../../shared/contracts/decoder.js';
+import { REJECTION_REASONS } from '../../../shared/records.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../../helpers/messages.js';
 
 // An independent statement of the contracts (docs/design.md section 5), to check every accepted message by.

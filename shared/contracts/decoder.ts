@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { Rejection } from '../types.js';
+import type { Rejection } from '../records.js';
 
 /** The outcome of decoding one record's value: a message, or a rejection. Never throws. */
 export type DecodeResult<T> =

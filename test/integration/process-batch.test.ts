@@ -1,13 +1,13 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { processBatch } from '../../shared/pipeline.js';
+import { processBatch } from '../../shared/process-batch.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import { RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { TestSchema } from '../helpers/database.js';
 import { createMigratedSchema } from '../helpers/database.js';
-import type { TestRecord } from '../helpers/pipeline.js';
-import { captureLogger, lambdaEvent, testSettings } from '../helpers/pipeline.js';
+import type { TestRecord } from '../helpers/lambda-events.js';
+import { captureLogger, lambdaEvent, testSettings } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
 const WEATHER = { id: 101, package_name: 'com.example.weather' };

@@ -5,7 +5,7 @@ import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { BatchReport, BatchResponse } from '../shared/batch-report.js';
-import { processBatch } from '../shared/pipeline.js';
+import { processBatch } from '../shared/process-batch.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
@@ -30,7 +30,7 @@ export interface PipelineHandlerOptions {
  * context) around the shared batch pipeline. Settings are validated when the handler is
  * built (a cold start), so a bad variable fails the init, not a batch hours later. The host
  * invokes it in-process; the deployed functions add credentials and metrics in
- * `lambda-pipeline.ts`, kept apart so the host never loads the Secrets Manager client.
+ * `deployed-handler.ts`, kept apart so the host never loads the Secrets Manager client.
  */
 export function createPipelineHandler(pipeline: PipelineName, options: PipelineHandlerOptions = {}) {
   const settings = options.settings ?? loadSettings();

@@ -3,7 +3,7 @@
  * Everything serverless.yml deploys per pipeline, generated from the pipelines' specs
  * (shared/pipelines.ts, loaded through tsx): the consumer function, its Kafka event source
  * mapping, its seven alarms and the ARNs its role needs. serverless.yml loads each export with
- * `${file(./deploy/pipelines.js):<name>}`; osls calls an exported function with a resolver (which
+ * `${file(./deploy/resources.js):<name>}`; osls calls an exported function with a resolver (which
  * names the stage) and resolves the `${...}` variables in what it returns. What is the stage's
  * alone (its Kafka source, VPC, database, alarm topic) stays in deploy/params.yml; what is a
  * pipeline's (memory, batching window, pollers, lag thresholds per stage, groups) is its spec's.
