@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { StorageConsumerError } from '../../shared/errors.js';
 
-/** The kafkajs version package.json pins (`dependencies.kafkajs`); test/unit/kafkajs-workarounds.test.ts holds the two equal. */
+/** The kafkajs version package.json pins (`dependencies.kafkajs`); test/unit/host/kafkajs/index.test.ts holds the two equal. */
 export const PINNED_KAFKAJS_VERSION = '2.2.4';
 
 /** The installed kafkajs cannot be used as this project relies on it; the host does not start. */

@@ -154,7 +154,7 @@ describe('stop signals', () => {
 
   it('a stop signal as soon as the HTTP endpoint listens (the consumers still connecting): a clean stop, exit 0', async () => {
     // Prepare / Act: the first line the host writes, then at once the signal. (The moment the
-    // endpoint binds is covered in test/unit/host-run-signals.test.ts; before any JavaScript of
+    // endpoint binds is covered in test/unit/host/run.test.ts; before any JavaScript of
     // ours runs, Node's and tsx's own start-up, a SIGTERM ends a process by default, except as
     // PID 1 in a container, where the kernel ignores it.)
     const [port] = await freePorts(1);

@@ -1,0 +1,141 @@
+import { readFile } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, createHostMetrics } from '../../../host/metrics.js';
+import type { PipelineView } from '../../../host/metrics.js';
+import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
+import { loadHttpSettings } from '../../../host/settings.js';
+import { ConfigurationError } from '../../../shared/errors.js';
+import type { BatchReport } from '../../../shared/batch-report.js';
+import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
+
+/** Every series name the host's /metrics can carry: metric names, and a histogram's _bucket/_sum/_count. */
+async function exportedSeriesNames(): Promise<Set<string>> {
+  const metrics = createHostMetrics(PIPELINE_NAMES);
+  const names = new Set<string>();
+  for (const metric of await metrics.registry.getMetricsAsJSON()) {
+    names.add(metric.name);
+    if (String(metric.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);
+  }
+  return names;
+}
+
+const PROMQL_WORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'le', 'inf', 'nan']);
+
+/** The metric names a PromQL expression selects: identifiers that are neither functions, keywords, labels nor variables. */
+export function metricNamesIn(expr: string): string[] {
+  const stripped = expr
+    .replace(/"(?:[^"\\]|\\.)*"/g, '""') // strings (label values)
+    .replace(/\{[^}]*\}/g, '') // label matchers
+    .replace(/\b(?:by|without|on|ignoring)\s*\([^)]*\)/g, '') // grouping labels
+    .replace(/\[[^\]]*\]/g, '') // range selectors
+    .replace(/\$\w+/g, ''); // dashboard variables
+  return [...stripped.matchAll(/[a-zA-Z_:][\w:]*(?![\w:])(?!\s*\()/g)]
+    .map(([name]) => name)
+    .filter((name) => !PROMQL_WORDS.has(name.toLowerCase()) && !/^\d/.test(name));
+}
+
+describe('the host metrics', () => {
+  it('have every pipeline series from the start at 0, and count a stored batch by outcome', async () => {
+    const metrics = createHostMetrics(PIPELINE_NAMES);
+    const report: BatchReport = {
+      pipeline: 'reviews', records: 11, inserted: 4, updated: 2, skipped: 1, deduplicated: 1, deadLettered: 2, alreadyDeadLettered: 1,
+      durationMs: 12, attempts: 2, failed: false, partitions: [],
+    };
+
+    metrics.pipeline('reviews').recordsStored(report);
+    metrics.pipeline('reviews').retried();
+    metrics.pipeline('reviews').batchDone('stored', 0.012);
+
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="inserted"} 4');
+    expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="dead_lettered"} 2');
+    expect(text).toContain('storage_consumer_records_total{pipeline="reviews",outcome="skipped"} 2');
+    expect(text).toContain('storage_consumer_records_total{pipeline="network-metrics",outcome="inserted"} 0');
+    expect(text).toContain('storage_consumer_batches_total{pipeline="reviews",result="stored"} 1');
+    expect(text).toContain('storage_consumer_batches_total{pipeline="app-stats",result="failed"} 0');
+    expect(text).toContain('storage_consumer_retries_total{pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_batch_duration_seconds_count{pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_pipeline_up{pipeline="app-stats"} 0');
+    expect(text).toContain('storage_consumer_pipeline_up{pipeline="reviews"} 0');
+    expect(text).toContain('storage_consumer_consumer_crashes_total{pipeline="reviews"} 0');
+    expect(text).toContain(`storage_consumer_build_info{version="${buildVersion()}"} 1`);
+    expect(buildVersion()).toMatch(/^\d+\.\d+\.\d+/);
+    for (const outcome of RECORD_OUTCOMES) expect(text).toContain(`outcome="${outcome}"`);
+    for (const result of BATCH_RESULTS) expect(text).toContain(`result="${result}"`);
+  });
+
+  it('derive up, lag, ages and crashes from the progress records at scrape time, without waiting', async () => {
+    // Prepare: a record that joined, fetched, stored a batch, has one in flight, crashed once, and read its lag 20 s ago
+    let now = 1_000_000;
+    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', now: () => now });
+    progress.consumerStarted();
+    progress.joined([0, 2]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 0, firstOffset: '5', lastOffset: '9' });
+    progress.stored(0, '10');
+    progress.lagRead([{ partition: 2, lag: 17 }]);
+    now += 20_000;
+    progress.crashed(new Error('broker went away'));
+    progress.joined([0, 2]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 2, firstOffset: '40', lastOffset: '56' });
+    now += 3_000;
+    const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
+    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
+    const metrics = createHostMetrics(['reviews'], view, () => now);
+
+    // Act
+    const text = await metrics.registry.metrics();
+
+    // Assess
+    expect(text).toContain('storage_consumer_pipeline_up{pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_consumer_lag{pipeline="reviews",partition="2"} 17');
+    expect(text).toContain('storage_consumer_lag_age_seconds{pipeline="reviews"} 23');
+    expect(text).toContain('storage_consumer_last_stored_timestamp_seconds{pipeline="reviews"} 1000');
+    expect(text).toContain('storage_consumer_inflight_batch_age_seconds{pipeline="reviews"} 3');
+    expect(text).toContain('storage_consumer_consumer_crashes_total{pipeline="reviews"} 1');
+  });
+});
+
+describe('the HTTP endpoint settings', () => {
+  it('default to port 9464 on every address; 0 turns the endpoint off; a bad port names the variable', () => {
+    expect(loadHttpSettings({})).toEqual({ port: 9464, host: '0.0.0.0' });
+    expect(loadHttpSettings({ STORAGE_HTTP_PORT: '0', STORAGE_HTTP_HOST: '127.0.0.1' })).toEqual({ port: 0, host: '127.0.0.1' });
+    expect(() => loadHttpSettings({ STORAGE_HTTP_PORT: '70000' })).toThrow(ConfigurationError);
+    expect(() => loadHttpSettings({ STORAGE_HTTP_PORT: 'metrics' })).toThrow(/STORAGE_HTTP_PORT/);
+  });
+});
+
+describe('the Grafana dashboard (docs/grafana-host-dashboard.json)', () => {
+  it('names, in every panel query, only metrics the host exports', async () => {
+    const dashboard = JSON.parse(await readFile(new URL('../../../docs/grafana-host-dashboard.json', import.meta.url), 'utf8')) as {
+      panels: Array<{ title: string; targets?: Array<{ expr: string }> }>;
+    };
+    const exported = await exportedSeriesNames();
+    const used = new Set<string>();
+
+    expect(dashboard.panels.length).toBeGreaterThan(0);
+    for (const panel of dashboard.panels) {
+      expect(panel.targets?.length, panel.title).toBeGreaterThan(0);
+      for (const { expr } of panel.targets ?? []) {
+        const names = metricNamesIn(expr);
+        expect(names.length, `${panel.title}: ${expr}`).toBeGreaterThan(0);
+        for (const name of names) {
+          expect(exported.has(name), `${panel.title}: ${name} is not exported by the host`).toBe(true);
+          used.add(name);
+        }
+      }
+    }
+    // Every storage_consumer_* metric has a panel.
+    for (const name of Object.values(HOST_METRIC_NAMES)) {
+      expect([...used].some((series) => series === name || series.startsWith(`${name}_`)), name).toBe(true);
+    }
+  });
+
+  it('tells a metric name from functions, labels and keywords', () => {
+    expect(metricNamesIn('histogram_quantile(0.99, sum by (le, pipeline) (rate(storage_consumer_batch_duration_seconds_bucket{pipeline=~"$pipeline"}[5m])))')).toEqual([
+      'storage_consumer_batch_duration_seconds_bucket',
+    ]);
+    expect(metricNamesIn('sum by (pipeline) (rate(a_total[1m])) * 60 + b')).toEqual(['a_total', 'b']);
+  });
+});

@@ -1,0 +1,220 @@
+import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../../host/heartbeat.js';
+import { DEFAULT_HEARTBEAT_DIR, loadHostSettings, loadProgressSettings, MAX_EVENT_BYTES } from '../../../host/settings.js';
+import { ConfigurationError } from '../../../shared/errors.js';
+import { runCli } from '../../helpers/cli.js';
+import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
+
+const base = { KAFKA_BROKERS: '127.0.0.1:9092' };
+
+function errorOf(env: Record<string, string>): Error {
+  try {
+    loadHostSettings(env);
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected loadHostSettings to throw');
+}
+
+const directories: string[] = [];
+async function temporaryDirectory(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'host-unit-'));
+  directories.push(directory);
+  return directory;
+}
+afterAll(async () => {
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
+});
+
+describe('loadHostSettings', () => {
+  it('has the documented defaults', () => {
+    // Act
+    const settings = loadHostSettings(base);
+
+    // Assess
+    expect(settings).toMatchObject({
+      kafka: { brokers: ['127.0.0.1:9092'], clientId: 'storage-consumer', ssl: undefined, sasl: undefined },
+      pollTimeoutMs: 1_000,
+      maxPollIntervalMs: 300_000,
+      sessionTimeoutMs: 45_000,
+      shutdownTimeoutMs: 30_000,
+      reportBatchItemFailures: true,
+      maxEventBytes: MAX_EVENT_BYTES,
+      heartbeat: { dir: join(tmpdir(), 'storage-consumer', 'heartbeats'), intervalMs: 5_000 },
+      progress: { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000, lagIntervalMs: 15_000, lagTimeoutMs: 5_000 },
+      invoke: { mode: 'in-process', retryBaseMs: 1_000, lambda: undefined },
+      migrateOnStart: false,
+    });
+    expect(settings.storage.selectedPipelines).toEqual(PIPELINE_NAMES);
+    expect(Object.isFrozen(settings.kafka)).toBe(true);
+    // The heartbeat folder does not depend on the folder a command runs in.
+    expect(DEFAULT_HEARTBEAT_DIR).toBe(join(tmpdir(), 'storage-consumer', 'heartbeats'));
+  });
+
+  it('reads the progress bounds, and refuses a failure bound that is not beyond the readiness bound', () => {
+    expect(loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '2000', STORAGE_FETCH_FAIL_AFTER_MS: '6000', STORAGE_STALL_AFTER_MS: '3000' })).toMatchObject({
+      fetchUnreadyAfterMs: 2_000,
+      fetchFailAfterMs: 6_000,
+      stallAfterMs: 3_000,
+    });
+    expect(() => loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '60000', STORAGE_FETCH_FAIL_AFTER_MS: '60000' })).toThrow(
+      /STORAGE_FETCH_FAIL_AFTER_MS=60000 must be longer than STORAGE_FETCH_UNREADY_AFTER_MS=60000/,
+    );
+    expect(() => loadProgressSettings({ STORAGE_LAG_TIMEOUT_MS: 'soon' })).toThrow(/STORAGE_LAG_TIMEOUT_MS/);
+  });
+
+  it.each([
+    [{ KAFKA_BROKERS: '' }, /KAFKA_BROKERS is required/],
+    [{ KAFKA_BROKERS: 'localhost' }, /KAFKA_BROKERS=.*host:port/],
+    [{ STORAGE_SESSION_TIMEOUT_MS: '500' }, /STORAGE_SESSION_TIMEOUT_MS/],
+    [{ STORAGE_MAX_EVENT_BYTES: '7000000' }, /STORAGE_MAX_EVENT_BYTES/],
+    [{ STORAGE_POLL_TIMEOUT_MS: 'soon' }, /STORAGE_POLL_TIMEOUT_MS.*whole number/],
+    [{ STORAGE_REPORT_BATCH_ITEM_FAILURES: 'maybe' }, /STORAGE_REPORT_BATCH_ITEM_FAILURES/],
+    [{ STORAGE_INVOKE_MODE: 'http' }, /STORAGE_INVOKE_MODE/],
+    [{ STORAGE_INVOKE_RETRY_BASE_MS: '0' }, /STORAGE_INVOKE_RETRY_BASE_MS/],
+    [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM/],
+    [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /KAFKA_SASL_PASSWORD is required/],
+    [{ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }, /KAFKA_SASL_MECHANISM is not/],
+    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam' }, /KAFKA_AWS_REGION is required/],
+    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'Frankfurt' }, /KAFKA_AWS_REGION=.*AWS region/],
+    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SSL: 'false' }, /KAFKA_SSL=false but .*aws-msk-iam needs TLS/],
+    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SASL_USERNAME: 'u' }, /aws-msk-iam takes its credentials/],
+    [{ KAFKA_SSL_CA_FILE: '/nonexistent/ca.pem' }, /KAFKA_SSL_CA_FILE.*cannot be read/],
+    [{ KAFKA_SSL: 'false', KAFKA_SSL_CA_FILE: '/etc/hostname' }, /KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false/],
+    [{ STORAGE_FAILURE_RESPONSE: 'report', STORAGE_REPORT_BATCH_ITEM_FAILURES: 'false' }, /STORAGE_FAILURE_RESPONSE=report needs/],
+    [{ STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1' }, /STORAGE_LAMBDA_FUNCTION_APP_STATS is required/],
+    [{ STORAGE_INVOKE_MODE: 'lambda', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'f' }, /STORAGE_LAMBDA_REGION is required/],
+    [{ STORAGE_PIPELINES: 'reviews,logs' }, /STORAGE_PIPELINES/],
+    [{ STORAGE_MAX_POLL_INTERVAL_MS: '15000' }, /STORAGE_MAX_POLL_INTERVAL_MS=15000 .* shorter than the 37000 ms .*STORAGE_DB_STATEMENT_TIMEOUT_MS/],
+  ])('refuses %j with a ConfigurationError naming the variable', (env, message) => {
+    // Act
+    const error = errorOf({ ...base, ...env } as Record<string, string>);
+
+    // Assess
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error.message).toMatch(message);
+  });
+
+  it('reads TLS, SASL and the Lambda invoke mode', async () => {
+    // Prepare
+    const ca = join(await temporaryDirectory(), 'ca.pem');
+    await writeFile(ca, '-----BEGIN CERTIFICATE-----\n');
+
+    // Act
+    const settings = loadHostSettings({
+      KAFKA_BROKERS: 'b1:9093, b2:9093',
+      KAFKA_SSL_CA_FILE: ca,
+      KAFKA_SSL_REJECT_UNAUTHORIZED: 'false',
+      KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
+      KAFKA_SASL_USERNAME: 'user',
+      KAFKA_SASL_PASSWORD: 'secret',
+      STORAGE_PIPELINES: 'reviews',
+      STORAGE_INVOKE_MODE: 'lambda',
+      STORAGE_LAMBDA_ENDPOINT: 'http://localhost:4566',
+      STORAGE_LAMBDA_REGION: 'eu-west-1',
+      STORAGE_LAMBDA_FUNCTION_REVIEWS: 'storage-consumer-dev-reviews',
+    });
+
+    // Assess
+    expect(settings.kafka).toEqual({
+      brokers: ['b1:9093', 'b2:9093'],
+      clientId: 'storage-consumer',
+      ssl: { ca: '-----BEGIN CERTIFICATE-----\n', rejectUnauthorized: false },
+      sasl: { mechanism: 'scram-sha-512', username: 'user', password: 'secret' },
+    });
+    expect(settings.invoke.lambda).toEqual({
+      endpoint: 'http://localhost:4566',
+      region: 'eu-west-1',
+      functions: { reviews: 'storage-consumer-dev-reviews' },
+    });
+  });
+});
+
+describe('heartbeat and health check', () => {
+  it('writes the file at most once per interval', async () => {
+    // Prepare
+    const dir = join(await temporaryDirectory(), 'beats');
+    let now = 1_000_000;
+    const heartbeat = createHeartbeat({ dir, pipeline: 'reviews', intervalMs: 5_000, logger: console, now: () => now });
+
+    // Act
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const first = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+    now += 4_000;
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const unchanged = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+    now += 1_000;
+    heartbeat.beat();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const rewritten = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
+
+    // Assess
+    expect(unchanged).toBe(first);
+    expect(rewritten).not.toBe(first);
+  });
+
+  it('warns once about a failing write and never throws', async () => {
+    // Prepare: the directory is a file
+    const blocker = join(await temporaryDirectory(), 'not-a-dir');
+    await writeFile(blocker, '');
+    const warnings: string[] = [];
+    const logger = { ...console, warn: (message: string) => warnings.push(message) };
+    let now = 0;
+    const heartbeat = createHeartbeat({ dir: blocker, pipeline: 'reviews', intervalMs: 1, logger, now: () => (now += 10) });
+
+    // Act
+    for (let beat = 0; beat < 5; beat += 1) {
+      heartbeat.beat();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+
+    // Assess
+    expect(warnings).toHaveLength(1);
+  });
+
+  it('names each pipeline whose heartbeat is missing or stale', async () => {
+    // Prepare
+    const dir = await temporaryDirectory();
+    const now = Date.now();
+    await writeFile(heartbeatFile(dir, 'app-stats'), '');
+    await writeFile(heartbeatFile(dir, 'reviews'), '');
+    await utimes(heartbeatFile(dir, 'reviews'), new Date(now - 60_000), new Date(now - 60_000));
+
+    // Act
+    const problems = await checkHeartbeats({ dir, pipelines: ['app-stats', 'reviews', 'network-metrics'], maxAgeMs: 16_000, now });
+
+    // Assess
+    expect(problems.map(({ pipeline, ageMs }) => [pipeline, ageMs === undefined ? 'missing' : ageMs > 16_000])).toEqual([
+      ['reviews', true],
+      ['network-metrics', 'missing'],
+    ]);
+    expect(defaultMaxAgeMs(5_000, 1_000)).toBe(16_000);
+  });
+
+  it('exits 0 when every selected pipeline is fresh and 1 otherwise', async () => {
+    // Prepare
+    const dir = await temporaryDirectory();
+    await writeFile(heartbeatFile(dir, 'reviews'), '');
+    const env = { STORAGE_HEARTBEAT_DIR: dir, STORAGE_PIPELINES: 'reviews' };
+
+    // Act
+    const fresh = await runCli(['healthcheck'], env);
+    const missing = await runCli(['healthcheck'], { ...env, STORAGE_PIPELINES: 'reviews,network-metrics' });
+    const stale = await runCli(['healthcheck', '--max-age', '1ms'], env);
+    const unusable = await runCli(['healthcheck', '--max-age', 'x'], env);
+
+    // Assess
+    expect(fresh).toMatchObject({ code: 0, stdout: 'healthy: reviews\n' });
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toMatch(/^unhealthy: network-metrics: no heartbeat file /);
+    expect(stale.code).toBe(1);
+    expect(stale.stdout).toMatch(/^unhealthy: reviews: heartbeat \d+ ms old \(limit 1 ms\)/);
+    expect(unusable.code).toBe(2);
+    expect(unusable.stderr).toMatch(/--max-age must be a duration/);
+  });
+});

@@ -1,0 +1,340 @@
+import type { Consumer, ConsumerRunConfig, EachBatchPayload, Kafka, KafkaMessage, Offsets } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
+import type { InvocationResult, Invoker } from '../../../host/invoker.js';
+import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../../host/topic-consumer.js';
+import { PipelineProgress } from '../../../host/progress.js';
+import type { PipelineConsumer } from '../../../host/topic-consumer.js';
+import { loadHostSettings } from '../../../host/settings.js';
+import type { KafkaEvent } from '../../../shared/kafka-event.js';
+
+// The runner against a fake kafkajs consumer: the paths a real broker can hardly be made to
+// take on cue (commit failures, a rebalance mid-batch, a stop between events).
+
+const settings = loadHostSettings({
+  KAFKA_BROKERS: '127.0.0.1:9092',
+  STORAGE_MAX_POLL_RECORDS_REVIEWS: '2',
+  STORAGE_INVOKE_RETRY_BASE_MS: '1',
+  STORAGE_HEARTBEAT_DIR: '/nonexistent',
+});
+
+function message(offset: number): KafkaMessage {
+  return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
+}
+
+interface Harness {
+  readonly eachBatch: (payload: EachBatchPayload) => Promise<void>;
+  readonly invocations: Array<readonly number[]>;
+  readonly seeks: Array<{ partition: number; offset: string }>;
+  readonly paused: unknown[];
+  readonly failures: PipelineFailedError[];
+  readonly warnings: string[];
+  /** Every warn/error line with its JSON fields. */
+  readonly lines: Array<{ message: string; extra: Record<string, unknown> }>;
+  readonly progress: PipelineProgress;
+  readonly resumed: unknown[];
+  readonly pipeline: PipelineConsumer;
+  /** Emits a kafkajs instrumentation event to the handlers the runner registered. */
+  readonly emit: (event: string, payload: unknown) => void;
+}
+
+async function harness(answer: (call: number, event: KafkaEvent) => InvocationResult): Promise<Harness> {
+  let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
+  const seeks: Harness['seeks'] = [];
+  const paused: unknown[] = [];
+  const resumed: unknown[] = [];
+  const handlers = new Map<string, Array<(event: { payload: unknown }) => void>>();
+  const consumer = {
+    events: { FETCH_START: 'fetch_start', FETCH: 'fetch', HEARTBEAT: 'heartbeat', END_BATCH_PROCESS: 'end', GROUP_JOIN: 'join', CRASH: 'crash', REBALANCING: 'rebalancing' },
+    on: (event: string, handler: (event: { payload: unknown }) => void) => {
+      handlers.set(event, [...(handlers.get(event) ?? []), handler]);
+      return () => undefined;
+    },
+    connect: async () => undefined,
+    subscribe: async () => undefined,
+    run: async (config: ConsumerRunConfig) => {
+      eachBatch = config.eachBatch;
+    },
+    seek: ({ partition, offset }: { partition: number; offset: string }) => seeks.push({ partition, offset }),
+    pause: (topics: unknown) => paused.push(topics),
+    resume: (topics: unknown) => resumed.push(topics),
+    disconnect: async () => undefined,
+  } as unknown as Consumer;
+  const invocations: Array<readonly number[]> = [];
+  const invoker: Invoker = {
+    invoke: async (event) => {
+      invocations.push(Object.values(event.records).flat().map((record) => record.offset));
+      return answer(invocations.length - 1, event);
+    },
+    close: async () => undefined,
+  };
+  const failures: PipelineFailedError[] = [];
+  const warnings: string[] = [];
+  const lines: Harness['lines'] = [];
+  const take = (text: string, extra: Record<string, unknown> = {}) => {
+    warnings.push(text);
+    lines.push({ message: text, extra });
+  };
+  const logger = { debug: () => undefined, info: () => undefined, warn: take, error: take };
+  const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews' });
+  const pipeline = createPipelineConsumer({
+    pipeline: settings.storage.pipelines.reviews,
+    settings,
+    kafka: { consumer: () => consumer } as unknown as Kafka,
+    invoker,
+    logger,
+    onFailure: (error) => failures.push(error),
+    progress,
+  });
+  await pipeline.start();
+  if (!eachBatch) throw new Error('run() was not given eachBatch');
+  const emit = (event: string, payload: unknown) => {
+    for (const handler of handlers.get(event) ?? []) handler({ payload });
+  };
+  return { eachBatch, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit };
+}
+
+interface FakePayload extends EachBatchPayload {
+  readonly resolved: string[];
+  readonly commits: string[];
+}
+
+function payload(
+  offsets: readonly number[],
+  options: {
+    commit?: () => Promise<void>;
+    heartbeat?: () => Promise<void>;
+    isRunning?: () => boolean;
+    isStale?: () => boolean;
+  } = {},
+): FakePayload {
+  const resolved: string[] = [];
+  const commits: string[] = [];
+  return {
+    batch: {
+      topic: 'reviews',
+      partition: 1,
+      highWatermark: String((offsets.at(-1) ?? 0) + 1),
+      messages: offsets.map(message),
+      isEmpty: () => offsets.length === 0,
+      firstOffset: () => String(offsets[0]),
+      lastOffset: () => String(offsets.at(-1)),
+      offsetLag: () => '0',
+      offsetLagLow: () => '0',
+    },
+    resolveOffset: (offset: string) => resolved.push(offset),
+    heartbeat: options.heartbeat ?? (async () => undefined),
+    pause: () => () => undefined,
+    commitOffsetsIfNecessary: async (offsets?: Offsets) => {
+      await options.commit?.();
+      commits.push(...(offsets?.topics.flatMap((topic) => topic.partitions.map((partition) => `${partition.partition}@${partition.offset}`)) ?? []));
+    },
+    uncommittedOffsets: () => ({ topics: [] }),
+    isRunning: options.isRunning ?? (() => true),
+    isStale: options.isStale ?? (() => false),
+    resolved,
+    commits,
+  };
+}
+
+const ok: InvocationResult = { kind: 'response', payload: { batchItemFailures: [] } };
+
+describe('pipeline consumer (the runner)', () => {
+  it('on a pause, commits the event in flight, invokes nothing more, and pauses again on every join', async () => {
+    // Prepare: the pause arrives while the first event is being invoked
+    const topic = [{ topic: settings.storage.pipelines.reviews.topic }];
+    const pause = { pipeline: 'reviews' as const, paused: true, by: 'ops', at: new Date(), reason: null };
+    const box: { runner?: Harness } = {};
+    const runner = await harness(() => {
+      box.runner?.pipeline.setPaused(pause);
+      return ok;
+    });
+    box.runner = runner;
+    const polled = payload([10, 11, 12, 13]);
+
+    // Act
+    await runner.eachBatch(polled);
+    await runner.eachBatch(payload([14]));
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    const whilePaused = runner.progress.snapshot();
+    runner.pipeline.setPaused(undefined);
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+
+    // Assess: the first event stored and committed, the rest left unresolved for after the resume
+    expect(runner.invocations).toEqual([[10, 11]]);
+    expect(polled.commits).toEqual(['1@12']);
+    expect(polled.resolved).toEqual(['11']);
+    expect(runner.paused).toEqual([topic, topic]);
+    expect(runner.resumed).toEqual([topic]);
+    expect(whilePaused).toMatchObject({ paused: true, inGroup: true, assignment: [1], inFlight: [] });
+    expect(runner.progress.snapshot()).toMatchObject({ paused: false, inGroup: true });
+    expect(runner.pipeline.memberId()).toBe('m-1');
+  });
+
+  it('cuts a polled batch into events and resolves then commits each one after its invocation', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+    const polled = payload([10, 11, 12]);
+
+    // Act
+    await runner.eachBatch(polled);
+
+    // Assess
+    expect(runner.invocations).toEqual([[10, 11], [12]]);
+    expect(polled.resolved).toEqual(['11', '12']);
+    expect(polled.commits).toEqual(['1@12', '1@13']);
+  });
+
+  it('warns about a failed commit and goes on; after five in a row the pipeline fails', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+
+    // Act
+    for (let batch = 0; batch < MAX_COMMIT_FAILURES; batch += 1) {
+      await runner.eachBatch(payload([batch], { commit: () => Promise.reject(new Error('REBALANCE_IN_PROGRESS')) }));
+    }
+
+    // Assess: every batch was still invoked; the fifth failure failed the pipeline
+    expect(runner.invocations).toHaveLength(MAX_COMMIT_FAILURES);
+    expect(runner.warnings.filter((text) => text.startsWith('offset commit failed'))).toHaveLength(MAX_COMMIT_FAILURES);
+    expect(runner.failures.map((error) => error.message)).toEqual(['pipeline reviews failed: 5 offset commits in a row failed']);
+    expect(runner.paused).toEqual([[{ topic: settings.storage.pipelines.reviews.topic }]]);
+  });
+
+  it('counts only consecutive commit failures', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+    const failing = { commit: () => Promise.reject(new Error('NOT_COORDINATOR')) };
+
+    // Act: four failures, one success, four failures
+    for (let batch = 0; batch < 4; batch += 1) await runner.eachBatch(payload([batch], failing));
+    await runner.eachBatch(payload([4]));
+    for (let batch = 5; batch < 9; batch += 1) await runner.eachBatch(payload([batch], failing));
+
+    // Assess
+    expect(runner.failures).toEqual([]);
+  });
+
+  it('drops a batch whose partition was reassigned during the invocation: nothing committed', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+    let stale = false;
+    const polled = payload([1, 2, 3], { isStale: () => stale });
+    const invoke = runner.eachBatch;
+
+    // Act: the partition goes stale while the first event is being invoked
+    const run = invoke(polled);
+    stale = true;
+    await run;
+
+    // Assess
+    expect(runner.invocations).toEqual([[1, 2]]);
+    expect(polled.commits).toEqual([]);
+    expect(polled.resolved).toEqual([]);
+  });
+
+  it('invokes nothing more once the consumer is stopping, but commits the event in flight', async () => {
+    // Prepare
+    let running = true;
+    const runner = await harness(() => {
+      running = false;
+      return ok;
+    });
+    const polled = payload([1, 2, 3], { isRunning: () => running });
+
+    // Act
+    await runner.eachBatch(polled);
+
+    // Assess
+    expect(runner.invocations).toEqual([[1, 2]]);
+    expect(polled.commits).toEqual(['1@3']);
+  });
+
+  it('leaves the rest of a batch alone when a heartbeat fails between events (a rebalance)', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+    const polled = payload([1, 2, 3], { heartbeat: () => Promise.reject(new Error('REBALANCE_IN_PROGRESS')) });
+
+    // Act
+    await runner.eachBatch(polled);
+
+    // Assess
+    expect(runner.invocations).toEqual([[1, 2]]);
+    expect(polled.commits).toEqual(['1@3']);
+    expect(runner.seeks).toEqual([]);
+  });
+
+  it('redelivers after a non-fatal error: nothing committed, a seek to the first offset of the event', async () => {
+    // Prepare: the second event fails
+    const runner = await harness((call) => (call === 1 || call === 2 ? { kind: 'error', error: new Error('budget'), fatal: false } : ok));
+    const polled = payload([1, 2, 3, 4, 5]);
+
+    // Act
+    await runner.eachBatch(polled);
+
+    // Assess
+    expect(runner.invocations).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(polled.commits).toEqual(['1@3']);
+    expect(runner.seeks).toEqual([{ partition: 1, offset: '3' }]);
+    expect(runner.failures).toEqual([]);
+    // The line and the progress record say where: the failed event's partition and offsets.
+    expect(runner.lines.find((line) => line.message.startsWith('batch not stored'))?.extra).toMatchObject({
+      topic: 'reviews',
+      partition: 1,
+      first_offset: '3',
+      last_offset: '4',
+      attempt: 1,
+      batchAttempt: 1,
+      error: 'Error: budget',
+    });
+    const snapshot = runner.progress.snapshot();
+    expect(snapshot.inFlight).toMatchObject([{ topic: 'reviews', partition: 1, firstOffset: '3', lastOffset: '4', attempt: 1, lastError: { message: 'Error: budget' } }]);
+    expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '3' }]);
+
+    // Act: the redelivery fails again
+    await runner.eachBatch(payload([3, 4, 5]));
+    expect(runner.progress.snapshot().inFlight).toMatchObject([{ firstOffset: '3', attempt: 2 }]);
+  });
+
+  it('keeps the stored batch and the committed offset in the progress record', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+
+    // Act
+    await runner.eachBatch(payload([7, 8, 9]));
+
+    // Assess
+    const snapshot = runner.progress.snapshot();
+    expect(snapshot.inFlight).toEqual([]);
+    expect(snapshot.lastStoredAt).toBeTypeOf('number');
+    expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '10' }]);
+  });
+
+  it('fails the pipeline on a fatal error without committing or seeking', async () => {
+    // Prepare
+    const runner = await harness(() => ({ kind: 'error', error: new TypeError('bug'), fatal: true }));
+    const polled = payload([1, 2]);
+
+    // Act
+    await runner.eachBatch(polled);
+    await runner.eachBatch(payload([1, 2]));
+
+    // Assess
+    expect(runner.invocations).toHaveLength(1);
+    expect(polled.commits).toEqual([]);
+    expect(runner.seeks).toEqual([]);
+    expect(runner.failures.map((error) => error.message)).toEqual(['pipeline reviews failed: fatal handler error: TypeError: bug']);
+    expect(runner.failures[0]?.batch).toEqual({ topic: 'reviews', partition: 1, firstOffset: '1', lastOffset: '2' });
+    expect(runner.lines.find((line) => line.message === 'pipeline failed')?.extra).toMatchObject({
+      pipeline: 'reviews',
+      topic: 'reviews',
+      partition: 1,
+      first_offset: '1',
+      last_offset: '2',
+    });
+    expect(runner.progress.snapshot().ended).toBe('failed');
+  });
+});
