@@ -4,18 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MigrationError } from '../../../../shared/errors.js';
-import {
-  compareWithApplied,
-  DEFAULT_MIGRATIONS_DIRECTORY,
-  loadMigrations,
-  migrationConnection,
-  migrationsHash,
-  orderMigrationFileNames,
-  parseMigrationFileName,
-} from '../../../../shared/migrations/index.js';
-import type { AppliedMigration, MigrationFile } from '../../../../shared/migrations/index.js';
-import { loadSettings } from '../../../../shared/settings.js';
-
+import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationsHash, orderMigrationFileNames, parseMigrationFileName } from '../../../../shared/migrations/index.js';
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 
 function thrownBy(action: () => unknown): Error {
@@ -175,86 +164,5 @@ describe('migrationsHash', () => {
     expect(await migrationsHash(copy)).toBe(hash);
     expect(await migrationsHash(edited)).not.toBe(hash);
     expect(await migrationsHash(renamed)).not.toBe(hash);
-  });
-});
-
-describe('compareWithApplied', () => {
-  const file = (version: number, name: string, checksum: string): MigrationFile => ({
-    version,
-    name,
-    fileName: `${String(version).padStart(4, '0')}_${name}.sql`,
-    path: `/m/${name}`,
-    checksum,
-    sql: '',
-  });
-  const row = (version: number, name: string, checksum: string): AppliedMigration => ({
-    version,
-    name,
-    checksum,
-    appliedAt: new Date(0),
-  });
-  const files = [file(1, 'a', 'h1'), file(2, 'b', 'h2'), file(3, 'c', 'h3')];
-
-  it('lists unapplied versions as pending', () => {
-    const status = compareWithApplied(files, [row(1, 'a', 'h1')]);
-
-    expect(status).toMatchObject({ pending: [2, 3], mismatches: [], unknownApplied: [], upToDate: false });
-  });
-
-  it('reports a changed checksum and a renamed file as mismatches', () => {
-    const status = compareWithApplied(files, [row(1, 'a', 'old'), row(2, 'old_name', 'h2'), row(3, 'c', 'h3')]);
-
-    expect(status.mismatches).toEqual([
-      { version: 1, fileName: '0001_a.sql', field: 'checksum', expected: 'old', actual: 'h1' },
-      { version: 2, fileName: '0002_b.sql', field: 'name', expected: 'old_name', actual: 'b' },
-    ]);
-    expect(status.upToDate).toBe(false);
-  });
-
-  it('reports versions newer than the code without calling the schema out of date', () => {
-    const applied = [row(1, 'a', 'h1'), row(2, 'b', 'h2'), row(3, 'c', 'h3'), row(4, 'd', 'h4')];
-
-    const status = compareWithApplied(files, applied);
-
-    expect(status).toMatchObject({ pending: [], mismatches: [], unknownApplied: [4], upToDate: true });
-  });
-});
-
-describe('migrationConnection', () => {
-  it("keeps the batches' host, TLS and connect timeout, drops their statement timeout, and bounds the lock wait by the setting", () => {
-    // Prepare
-    const settings = loadSettings({
-      DATABASE_URL: 'postgres://migrator@db.internal:5432/storage',
-      STORAGE_DB_SSL: 'verify-full',
-      STORAGE_DB_CONNECT_TIMEOUT_MS: '1234',
-      STORAGE_DB_STATEMENT_TIMEOUT_MS: '30000',
-    });
-
-    // Act
-    const migration = migrationConnection(settings.database);
-
-    // Assess
-    expect(migration.connection).toMatchObject({
-      host: 'db.internal',
-      user: 'migrator',
-      database: 'storage',
-      ssl: { rejectUnauthorized: true },
-      connectionTimeoutMillis: 1234,
-      application_name: 'storage-consumer/migrate',
-    });
-    expect(migration.connection).not.toHaveProperty('statement_timeout');
-    expect(migration.connection).not.toHaveProperty('query_timeout');
-    expect(migration).toMatchObject({ statementTimeoutMs: 0, lockTimeoutMs: 600_000 });
-  });
-
-  it('takes STORAGE_MIGRATION_LOCK_TIMEOUT_MS, and tighter bounds from a caller with a deadline', () => {
-    const settings = loadSettings({ STORAGE_MIGRATION_LOCK_TIMEOUT_MS: '90000' });
-
-    expect(migrationConnection(settings.database).lockTimeoutMs).toBe(90_000);
-    expect(migrationConnection(settings.database, { statementTimeoutMs: 5_000, lockTimeoutMs: 5_000 })).toMatchObject({
-      statementTimeoutMs: 5_000,
-      lockTimeoutMs: 5_000,
-    });
-    expect(() => loadSettings({ STORAGE_MIGRATION_LOCK_TIMEOUT_MS: 'forever' })).toThrow(/STORAGE_MIGRATION_LOCK_TIMEOUT_MS/);
   });
 });

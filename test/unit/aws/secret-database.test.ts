@@ -1,0 +1,64 @@
+/** The Secrets Manager database source (aws/secret-database.ts). No services: the secret store is a fake fetcher. */
+import { describe, expect, it, vi } from 'vitest';
+import { connectionStringWithSecret, databaseSourceFromEnvironment, secretDatabaseSource } from '../../../aws/secret-database.js';
+import type { SecretFetcher } from '../../../aws/secret-database.js';
+import { ConfigurationError } from '../../../shared/errors.js';
+import { loadSettings } from '../../../shared/settings.js';
+describe('database credentials from Secrets Manager', () => {
+  const base = loadSettings({ DATABASE_URL: 'postgresql://storage.cluster-x.eu-west-1.rds.amazonaws.com:5432/storage', STORAGE_DB_SSL: 'verify-full' }).database;
+
+  it('puts the credentials into the endpoint from DATABASE_URL, escaping them', () => {
+    const url = new URL(connectionStringWithSecret(base.connectionString, { username: 'storage', password: 'p@ss:w/rd' }));
+    expect(url.hostname).toBe('storage.cluster-x.eu-west-1.rds.amazonaws.com');
+    expect(decodeURIComponent(url.username)).toBe('storage');
+    expect(decodeURIComponent(url.password)).toBe('p@ss:w/rd');
+    expect(url.pathname).toBe('/storage');
+  });
+
+  it("takes the endpoint from the secret when it names one (RDS's credential secrets do)", () => {
+    const url = new URL(
+      connectionStringWithSecret(undefined, { username: 'u', password: 'p', host: 'db.internal', port: 6432, dbname: 'analytics' }),
+    );
+    expect([url.hostname, url.port, url.pathname]).toEqual(['db.internal', '6432', '/analytics']);
+    expect(() => connectionStringWithSecret(undefined, { username: 'u', password: 'p' })).toThrow(ConfigurationError);
+  });
+
+  it('fetches once per container, and again (forced past any cache) only after refresh()', async () => {
+    const fetchSecret = vi.fn<SecretFetcher>(async () => ({ username: 'storage', password: 'first' }));
+    const source = secretDatabaseSource({ secretId: 'storage/db', base, fetchSecret });
+
+    const first = await source.settings();
+    await source.settings();
+    expect(fetchSecret).toHaveBeenCalledTimes(1);
+    expect(fetchSecret).toHaveBeenLastCalledWith('storage/db', { forceFetch: false });
+    expect(first.ssl).toBe('verify-full');
+
+    fetchSecret.mockResolvedValue({ username: 'storage', password: 'rotated' });
+    await source.refresh?.();
+    const second = await source.settings();
+    expect(fetchSecret).toHaveBeenCalledTimes(2);
+    expect(fetchSecret).toHaveBeenLastCalledWith('storage/db', { forceFetch: true });
+    expect(decodeURIComponent(new URL(second.connectionString!).password)).toBe('rotated');
+  });
+
+  it('does not cache a failed fetch', async () => {
+    const fetchSecret = vi.fn<SecretFetcher>().mockRejectedValueOnce(new Error('throttled')).mockResolvedValue({ username: 'u', password: 'p' });
+    const source = secretDatabaseSource({ secretId: 'storage/db', base, fetchSecret });
+    await expect(source.settings()).rejects.toThrow('throttled');
+    await expect(source.settings()).resolves.toMatchObject({ ssl: 'verify-full' });
+  });
+
+  it('names the unusable fields of a bad secret without echoing its value', async () => {
+    const source = secretDatabaseSource({ secretId: 'storage/db', base, fetchSecret: async () => ({ user: 'x', password: 'hunter2' }) });
+    const error = await source.settings().then(() => undefined, (caught: unknown) => caught as Error);
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect(error?.message).toContain('username');
+    expect(error?.message).not.toContain('hunter2');
+  });
+
+  it('is used only when STORAGE_DB_SECRET_ID is set', () => {
+    expect(databaseSourceFromEnvironment(base, {})).toBeUndefined();
+    expect(databaseSourceFromEnvironment(base, { STORAGE_DB_SECRET_ID: '' })).toBeUndefined();
+    expect(databaseSourceFromEnvironment(base, { STORAGE_DB_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:1:secret:x' })).toBeDefined();
+  });
+});
