@@ -33,8 +33,7 @@ export type DatabaseSecret = z.infer<typeof databaseSecret>;
 export type SecretFetcher = (secretId: string, options: { readonly forceFetch: boolean }) => Promise<unknown>;
 
 /** Powertools Parameters: one GetSecretValue per call here, since this module does the caching. */
-const fetchWithPowertools: SecretFetcher = (secretId, { forceFetch }) =>
-  getSecret(secretId, { transform: 'json', forceFetch });
+const fetchWithPowertools: SecretFetcher = (secretId, { forceFetch }) => getSecret(secretId, { transform: 'json', forceFetch });
 
 /** Options of `secretDatabaseSource`. */
 export interface SecretDatabaseSourceOptions {
@@ -50,9 +49,7 @@ export interface SecretDatabaseSourceOptions {
  */
 export function connectionStringWithSecret(base: string | undefined, secret: DatabaseSecret): string {
   if (base === undefined && secret.host === undefined) {
-    throw new ConfigurationError(
-      `the database secret has no host and DATABASE_URL is not set: one of them must name the endpoint`,
-    );
+    throw new ConfigurationError(`the database secret has no host and DATABASE_URL is not set: one of them must name the endpoint`);
   }
   const url = new URL(base ?? 'postgresql://localhost/');
   url.username = encodeURIComponent(secret.username);

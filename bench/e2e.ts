@@ -39,7 +39,17 @@ import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import { createPipelineHandler } from '../aws/batch-handler.js';
 import { loadSettings } from '../shared/settings.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
-import { APPS, copyBaseline, copyLine, createCopyBaseline, median, percentile, prepareDatabase, syntheticReview, withDatabase } from './support.js';
+import {
+  APPS,
+  copyBaseline,
+  copyLine,
+  createCopyBaseline,
+  median,
+  percentile,
+  prepareDatabase,
+  syntheticReview,
+  withDatabase,
+} from './support.js';
 
 // The bench's kafkajs clients read every codec and print no harmless TimeoutNegativeWarning.
 installKafkajsWorkarounds();
@@ -91,8 +101,14 @@ async function cpuSeconds(pid: number): Promise<number> {
 
 function networkMetrics(id: string): Record<string, unknown> {
   return {
-    analysis_id: id, package_name: 'com.example.app1', captured_at: new Date().toISOString(), duration_ms: 60000,
-    packet_count: 8412, bytes_sent: 412330, bytes_received: 5120987, protocols: { tls: 7010, dns: 82 },
+    analysis_id: id,
+    package_name: 'com.example.app1',
+    captured_at: new Date().toISOString(),
+    duration_ms: 60000,
+    packet_count: 8412,
+    bytes_sent: 412330,
+    bytes_received: 5120987,
+    protocols: { tls: 7010, dns: 82 },
   };
 }
 
@@ -108,15 +124,29 @@ async function handlerOnly(values: readonly Buffer[]): Promise<number> {
       events.push(
         buildKafkaEvent(
           values.slice(start, start + 500).map((value, i) => ({
-            topic: 'reviews', partition: (start / 500) % 3, offset: start + i, timestamp: Date.now(), key: null, value,
+            topic: 'reviews',
+            partition: (start / 500) % 3,
+            offset: start + i,
+            timestamp: Date.now(),
+            key: null,
+            value,
           })),
         ),
       );
     }
     const context = {
-      callbackWaitsForEmptyEventLoop: false, functionName: 'bench', functionVersion: '1', invokedFunctionArn: 'arn:bench',
-      memoryLimitInMB: '1024', awsRequestId: 'bench', logGroupName: 'bench', logStreamName: 'bench',
-      getRemainingTimeInMillis: () => 900_000, done: () => undefined, fail: () => undefined, succeed: () => undefined,
+      callbackWaitsForEmptyEventLoop: false,
+      functionName: 'bench',
+      functionVersion: '1',
+      invokedFunctionArn: 'arn:bench',
+      memoryLimitInMB: '1024',
+      awsRequestId: 'bench',
+      logGroupName: 'bench',
+      logStreamName: 'bench',
+      getRemainingTimeInMillis: () => 900_000,
+      done: () => undefined,
+      fail: () => undefined,
+      succeed: () => undefined,
     };
     const started = performance.now();
     for (const event of events) await handler(event, context);
@@ -136,9 +166,13 @@ interface BenchTopics {
 async function freshTopics(brokers: readonly string[]): Promise<{ run: string; topics: BenchTopics }> {
   const run = randomUUID().slice(0, 8);
   const topics = { reviews: `bench-${run}-reviews`, nm: `bench-${run}-network-metrics`, stats: `bench-${run}-app-stats` };
-  await ensureTopics([...brokers], Object.values(topics).map((topic) => ({ topic, partitions: 3 })), {
-    logger: { info: () => undefined, warn: console.warn },
-  });
+  await ensureTopics(
+    [...brokers],
+    Object.values(topics).map((topic) => ({ topic, partitions: 3 })),
+    {
+      logger: { info: () => undefined, warn: console.warn },
+    },
+  );
   return { run, topics };
 }
 
@@ -171,8 +205,14 @@ async function spawnHost(brokers: readonly string[], url: string, run: string, t
     /** Waits until every pipeline has joined: the heartbeat files appear. */
     async joined() {
       for (let i = 0; i < 600; i += 1) {
-        const beats = await Promise.all(['reviews', 'network-metrics', 'app-stats'].map((p) =>
-          readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(() => true, () => false)));
+        const beats = await Promise.all(
+          ['reviews', 'network-metrics', 'app-stats'].map((p) =>
+            readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(
+              () => true,
+              () => false,
+            ),
+          ),
+        );
         if (beats.every(Boolean)) return;
         if (host.exitCode !== null) throw new Error(`the host exited with ${host.exitCode} while starting`);
         await sleep(100);
@@ -265,7 +305,9 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
       const rss = await peakRssMb(host.host.pid as number);
       await producer.disconnect();
       await counter.end();
-      console.log(`flood: produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`);
+      console.log(
+        `flood: produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`,
+      );
       return { e2eRate: REVIEWS / ((finished - started) / 1000), latencies: [...latencies], sent: sentAt.size, rss };
     } finally {
       await host.stop();
@@ -329,7 +371,10 @@ async function drainRound(
       const started = performance.now();
       const host = await spawnHost(brokers, url, run, topics);
       let joinedAfter = Number.NaN;
-      void host.joined().then(() => (joinedAfter = (performance.now() - started) / 1000), () => undefined);
+      void host.joined().then(
+        () => (joinedAfter = (performance.now() - started) / 1000),
+        () => undefined,
+      );
       let rate: number;
       let rss: number;
       let cpu: number;
@@ -342,7 +387,9 @@ async function drainRound(
         rate = REVIEWS / seconds;
         rss = await peakRssMb(host.host.pid as number);
         cpu = await cpuSeconds(host.host.pid as number);
-        console.log(`drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (all pipelines joined after ${joinedAfter.toFixed(1)} s; host CPU ${cpu.toFixed(1)} s)`);
+        console.log(
+          `drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (all pipelines joined after ${joinedAfter.toFixed(1)} s; host CPU ${cpu.toFixed(1)} s)`,
+        );
       } finally {
         await host.stop();
       }
@@ -418,8 +465,12 @@ async function main(): Promise<void> {
       nm_max_ms: Math.round(median(floods.map((flood) => Math.max(...flood.latencies)))),
       host_peak_rss_mb: Math.round(median(floods.map((flood) => flood.rss))),
     };
-    console.log(`end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`);
-    console.log(`nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms (per round: ${p99s.map(Math.round).join(', ')}), max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`);
+    console.log(
+      `end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`,
+    );
+    console.log(
+      `nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms (per round: ${p99s.map(Math.round).join(', ')}), max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`,
+    );
     console.log(`host RSS:     ${result.host_peak_rss_mb} MB peak during the flood (target <= 256)`);
     for (const [index, flood] of floods.entries()) {
       console.log(`nm latencies in send order, round ${index + 1} (ms): ${flood.latencies.map((ms) => Math.round(ms)).join(' ')}`);
@@ -435,7 +486,9 @@ async function main(): Promise<void> {
       drain_ratio: round3(median(drains.map((drain) => drain.rate / drain.copyRate))),
       drain_host_peak_rss_mb: Math.round(median(drains.map((drain) => drain.rss))),
     };
-    console.log(`drain:        ${result.drain_rows_per_s} reviews/s, ${result.drain_ratio} x COPY ${result.drain_copy_rows_per_s} rows/s (target >= 0.6); host peak RSS ${result.drain_host_peak_rss_mb} MB (target <= 256)`);
+    console.log(
+      `drain:        ${result.drain_rows_per_s} reviews/s, ${result.drain_ratio} x COPY ${result.drain_copy_rows_per_s} rows/s (target >= 0.6); host peak RSS ${result.drain_host_peak_rss_mb} MB (target <= 256)`,
+    );
   }
   console.log(JSON.stringify(result));
 }

@@ -27,7 +27,17 @@ import { PIPELINES } from '../shared/pipelines.js';
 import type { KafkaRecord } from '../shared/records.js';
 import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
-import { APPS, copyBaseline, copyLine, createCopyBaseline, median, prepareDatabase, serverUrl, syntheticReview, withDatabase } from './support.js';
+import {
+  APPS,
+  copyBaseline,
+  copyLine,
+  createCopyBaseline,
+  median,
+  prepareDatabase,
+  serverUrl,
+  syntheticReview,
+  withDatabase,
+} from './support.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -83,7 +93,9 @@ async function timed(work: () => Promise<void>): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  console.log(`bench:handler: ${RECORDS} reviews in batches of ${BATCH}, ${ROUNDS} rounds, against ${serverUrl().replace(/\/\/[^@]*@/, '//')}`);
+  console.log(
+    `bench:handler: ${RECORDS} reviews in batches of ${BATCH}, ${ROUNDS} rounds, against ${serverUrl().replace(/\/\/[^@]*@/, '//')}`,
+  );
   const batches = buildBatches();
   await withDatabase('sc_bench_handler', async (url) => {
     await prepareDatabase(url);
@@ -99,9 +111,18 @@ async function main(): Promise<void> {
     const handler = handlerWith(false);
     const preparedHandler = handlerWith(true);
     const context = {
-      callbackWaitsForEmptyEventLoop: false, functionName: 'bench', functionVersion: '1', invokedFunctionArn: 'arn:bench',
-      memoryLimitInMB: '1024', awsRequestId: 'bench', logGroupName: 'bench', logStreamName: 'bench',
-      getRemainingTimeInMillis: () => 900_000, done: () => undefined, fail: () => undefined, succeed: () => undefined,
+      callbackWaitsForEmptyEventLoop: false,
+      functionName: 'bench',
+      functionVersion: '1',
+      invokedFunctionArn: 'arn:bench',
+      memoryLimitInMB: '1024',
+      awsRequestId: 'bench',
+      logGroupName: 'bench',
+      logStreamName: 'bench',
+      getRemainingTimeInMillis: () => 900_000,
+      done: () => undefined,
+      fail: () => undefined,
+      succeed: () => undefined,
     };
     const copyClient = await admin.connect();
 
@@ -190,7 +211,9 @@ async function main(): Promise<void> {
       prepared_redelivery_gain: Number(pairedGain(preparedRedeliveryRates, redeliveryRates).toFixed(3)),
     };
     console.log(`median copy:        ${figures.copy_rows_per_s} rows/s`);
-    console.log(`median statement:   ${figures.statement_rows_per_s} rows/s (${figures.statement_ratio} x COPY: the upsert alone on decoded rows)`);
+    console.log(
+      `median statement:   ${figures.statement_rows_per_s} rows/s (${figures.statement_ratio} x COPY: the upsert alone on decoded rows)`,
+    );
     console.log(`median fresh:       ${figures.fresh_rows_per_s} rows/s (${figures.fresh_ratio} x COPY; target >= 0.7)`);
     console.log(`median redelivery:  ${figures.redelivery_rows_per_s} rows/s (${figures.redelivery_ratio} x COPY; target >= 1.5)`);
     console.log(

@@ -65,7 +65,8 @@ if (!Number.isSafeInteger(PAIRS) || PAIRS < 1) throw new Error('--pairs must be 
 if (!(DELAY_MS >= 0)) throw new Error('--delay-ms must be a number >= 0');
 if (!['unnest', 'batch', 'rewrite'].includes(MODE)) throw new Error('--mode must be unnest, batch or rewrite');
 if (flags.only !== undefined && flags.only !== 'ours' && flags.only !== 'debezium') throw new Error('--only must be ours or debezium');
-for (const scenario of SCENARIOS) if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
+for (const scenario of SCENARIOS)
+  if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
 const HOST_ENV = Object.fromEntries(
   flags['host-env'].map((pair) => {
     const at = pair.indexOf('=');
@@ -94,7 +95,15 @@ function runNpm(args: readonly string[]): Promise<void> {
 async function startProxy(server: URL): Promise<{ port: number; cpuSeconds: () => Promise<number>; stop(): Promise<void> }> {
   const child = spawn(
     path.join(ROOT, 'node_modules', '.bin', 'node'),
-    ['--import', 'tsx', 'bench/peer/delay-proxy.ts', '--target', `${server.hostname}:${server.port || '5432'}`, '--delay-ms', String(DELAY_MS)],
+    [
+      '--import',
+      'tsx',
+      'bench/peer/delay-proxy.ts',
+      '--target',
+      `${server.hostname}:${server.port || '5432'}`,
+      '--delay-ms',
+      String(DELAY_MS),
+    ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const port = await new Promise<number>((resolve, reject) => {
@@ -191,11 +200,19 @@ async function main(): Promise<void> {
       Object.values(TOPICS).map((topic) => ({ topic, partitions: 3 })),
       { logger: { info: () => undefined, warn: (message: string) => log(message) } },
     );
-    for (const [peer, format] of [['debezium', 'connect'], ['ours', 'raw']] as const) {
+    for (const [peer, format] of [
+      ['debezium', 'connect'],
+      ['ours', 'raw'],
+    ] as const) {
       const produced = await produceReviews(broker.brokers, TOPICS[peer], format, RECORDS, SEED);
-      log(`produced ${produced.records} ${format} reviews (${(produced.bytes / 1e6).toFixed(1)} MB) to ${produced.topic} in ${produced.seconds.toFixed(1)} s`);
+      log(
+        `produced ${produced.records} ${format} reviews (${(produced.bytes / 1e6).toFixed(1)} MB) to ${produced.topic} in ${produced.seconds.toFixed(1)} s`,
+      );
     }
-    cleanups.push(() => dropDatabase(server, PEER_DATABASE), () => dropDatabase(server, OURS_DATABASE));
+    cleanups.push(
+      () => dropDatabase(server, PEER_DATABASE),
+      () => dropDatabase(server, OURS_DATABASE),
+    );
 
     for (const scenario of SCENARIOS) {
       let address = { host: server.hostname, port: Number(server.port || 5432) };
@@ -208,13 +225,26 @@ async function main(): Promise<void> {
         const direct = await roundTripMs(server, Number(server.port || 5432));
         const proxied = await roundTripMs(server, proxy.port);
         rtt = { direct_ms: round(direct), proxied_ms: round(proxied), added_ms: round(proxied - direct) };
-        log(`remote: the proxy adds ${rtt.added_ms} ms to a round trip (SELECT 1 median: ${rtt.direct_ms} ms direct, ${rtt.proxied_ms} ms through it)`);
+        log(
+          `remote: the proxy adds ${rtt.added_ms} ms to a round trip (SELECT 1 median: ${rtt.direct_ms} ms direct, ${rtt.proxied_ms} ms through it)`,
+        );
       }
-      const setup: DrainSetup = { root: ROOT, brokers: broker.brokers, server, databaseAddress: address, records: RECORDS, seed: SEED, timeoutS: 900, log };
+      const setup: DrainSetup = {
+        root: ROOT,
+        brokers: broker.brokers,
+        server,
+        databaseAddress: address,
+        records: RECORDS,
+        seed: SEED,
+        timeoutS: 900,
+        log,
+      };
       const drains: DrainFigures[][] = [];
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
       for (let pair = 1; pair <= PAIRS; pair += 1) {
-        const order = (pair % 2 === 1 ? (['debezium', 'ours'] as const) : (['ours', 'debezium'] as const)).filter((peer) => flags.only === undefined || peer === flags.only);
+        const order = (pair % 2 === 1 ? (['debezium', 'ours'] as const) : (['ours', 'debezium'] as const)).filter(
+          (peer) => flags.only === undefined || peer === flags.only,
+        );
         const figures: DrainFigures[] = [];
         for (const peer of order) {
           const drain =
@@ -230,7 +260,9 @@ async function main(): Promise<void> {
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
               `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s, peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s` +
-              (drain.invocations === undefined ? '' : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
+              (drain.invocations === undefined
+                ? ''
+                : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
           );
           figures.push(drain);
         }
@@ -242,7 +274,12 @@ async function main(): Promise<void> {
         continue;
       }
       const summary = summarise(drains);
-      results[scenario] = { ...(rtt ? { proxy_round_trip: rtt, proxy_cpu_s: round((await (proxy as NonNullable<typeof proxy>).cpuSeconds()) - proxyCpuBefore, 2) } : {}), ...summary };
+      results[scenario] = {
+        ...(rtt
+          ? { proxy_round_trip: rtt, proxy_cpu_s: round((await (proxy as NonNullable<typeof proxy>).cpuSeconds()) - proxyCpuBefore, 2) }
+          : {}),
+        ...summary,
+      };
       const { ratios } = summary;
       console.log(
         `${scenario}: steady ours ${summary.ours.steady_rows_per_s} vs Debezium ${summary.debezium.steady_rows_per_s} rows/s, ratio ${ratios.steady.median} (pairs ${ratios.steady.pairs.join(', ')}; goal >= 2); ` +

@@ -92,8 +92,20 @@ export async function prepareDatabase(url: string): Promise<void> {
 
 /** The columns the COPY baseline fills: every column the reviews upsert writes. */
 export const COPY_COLUMNS = [
-  'review_id', 'application_id', 'user_name', 'content', 'score', 'thumbs_up_count', 'review_created_version',
-  'app_version', 'reviewed_at', 'reply_content', 'replied_at', 'last_synced_at', 'source_partition', 'source_offset',
+  'review_id',
+  'application_id',
+  'user_name',
+  'content',
+  'score',
+  'thumbs_up_count',
+  'review_created_version',
+  'app_version',
+  'reviewed_at',
+  'reply_content',
+  'replied_at',
+  'last_synced_at',
+  'source_partition',
+  'source_offset',
 ] as const;
 
 /** COPY text-format escaping. */
@@ -105,10 +117,23 @@ function copyValue(value: unknown): string {
 /** One COPY text line for a decoded review (the baseline stores exactly what the decoder produced). */
 export function copyLine(message: ReviewMessage, applicationId: number, partition: number, offset: number): string {
   return [
-    message.review_id, applicationId, message.user_name, message.content, message.score, message.thumbs_up_count,
-    message.review_created_version, message.app_version, message.reviewed_at, message.reply_content,
-    message.replied_at, message.last_synced_at, partition, offset,
-  ].map(copyValue).join('\t');
+    message.review_id,
+    applicationId,
+    message.user_name,
+    message.content,
+    message.score,
+    message.thumbs_up_count,
+    message.review_created_version,
+    message.app_version,
+    message.reviewed_at,
+    message.reply_content,
+    message.replied_at,
+    message.last_synced_at,
+    partition,
+    offset,
+  ]
+    .map(copyValue)
+    .join('\t');
 }
 
 /**
@@ -124,7 +149,10 @@ export async function createCopyBaseline(client: pg.ClientBase | pg.Pool): Promi
 export async function copyBaseline(client: pg.ClientBase, chunks: readonly string[]): Promise<void> {
   for (const text of chunks) {
     await client.query('BEGIN');
-    await streamPipeline(Readable.from([text]), client.query(copyFrom(`COPY reviews_copy_baseline (${COPY_COLUMNS.join(', ')}) FROM STDIN`)));
+    await streamPipeline(
+      Readable.from([text]),
+      client.query(copyFrom(`COPY reviews_copy_baseline (${COPY_COLUMNS.join(', ')}) FROM STDIN`)),
+    );
     await client.query('COMMIT');
   }
 }

@@ -28,7 +28,17 @@ import { loadSettings } from '../shared/settings.js';
 import type { KafkaRecord } from '../shared/records.js';
 import type { TableDescription } from '../shared/upsert.js';
 import { upsertRows, upsertStatement } from '../shared/upsert.js';
-import { APPS, COPY_COLUMNS, copyBaseline, copyLine, createCopyBaseline, median, prepareDatabase, syntheticReview, withDatabase } from './support.js';
+import {
+  APPS,
+  COPY_COLUMNS,
+  copyBaseline,
+  copyLine,
+  createCopyBaseline,
+  median,
+  prepareDatabase,
+  syntheticReview,
+  withDatabase,
+} from './support.js';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { from as copyFrom } from 'pg-copy-streams';
@@ -74,7 +84,16 @@ function batchesOf(size: number): Batch[] {
       const value = Buffer.from(JSON.stringify(syntheticReview(index)));
       const decoded = decodeReview(value);
       if (!decoded.ok) throw new Error(decoded.rejection.detail);
-      const record: KafkaRecord = { topic: 'reviews', partition: index % 3, offset: index, timestamp: 0, timestampType: 'CREATE_TIME', key: null, value, headers: [] };
+      const record: KafkaRecord = {
+        topic: 'reviews',
+        partition: index % 3,
+        offset: index,
+        timestamp: 0,
+        timestampType: 'CREATE_TIME',
+        key: null,
+        value,
+        headers: [],
+      };
       rows.push({ message: decoded.message, applicationId: String(1 + (index % APPS)), record });
       lines.push(copyLine(decoded.message, 1 + (index % APPS), index % 3, index));
     }
@@ -95,7 +114,10 @@ const SHAPES: Record<string, Shape> = {
   'copy-temp': async (client, batch) => {
     await client.query('BEGIN');
     await client.query(stageSql);
-    await streamPipeline(Readable.from([batch.copyText]), client.query(copyFrom(`COPY reviews_stage (${COPY_COLUMNS.join(', ')}) FROM STDIN`)));
+    await streamPipeline(
+      Readable.from([batch.copyText]),
+      client.query(copyFrom(`COPY reviews_stage (${COPY_COLUMNS.join(', ')}) FROM STDIN`)),
+    );
     await client.query({ name: 'bench_stage_upsert', text: fromStageSql, values: [] });
     await client.query('COMMIT');
   },
@@ -121,18 +143,33 @@ async function main(): Promise<void> {
       const rates: Record<string, { fresh: number[]; redelivery: number[] }> = {};
       for (let round = 1; round <= ROUNDS; round += 1) {
         await client.query('TRUNCATE reviews_copy_baseline; CHECKPOINT');
-        copyRates.push(await timed(() => copyBaseline(client, batches.map((batch) => batch.copyText))));
+        copyRates.push(
+          await timed(() =>
+            copyBaseline(
+              client,
+              batches.map((batch) => batch.copyText),
+            ),
+          ),
+        );
         const order = Object.keys(SHAPES);
         for (let i = 0; i < round - 1; i += 1) order.push(order.shift() as string);
         for (const name of order) {
           const shape = SHAPES[name] as Shape;
           const figures = (rates[name] ??= { fresh: [], redelivery: [] });
           await client.query('TRUNCATE reviews; CHECKPOINT');
-          figures.fresh.push(await timed(async () => { for (const batch of batches) await shape(client, batch); }));
+          figures.fresh.push(
+            await timed(async () => {
+              for (const batch of batches) await shape(client, batch);
+            }),
+          );
           const [count] = (await client.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows;
           if (Number(count?.n) !== RECORDS) throw new Error(`${name} stored ${count?.n} of ${RECORDS} rows`);
           await client.query('CHECKPOINT');
-          figures.redelivery.push(await timed(async () => { for (const batch of batches) await shape(client, batch); }));
+          figures.redelivery.push(
+            await timed(async () => {
+              for (const batch of batches) await shape(client, batch);
+            }),
+          );
         }
       }
       const copy = median(copyRates);

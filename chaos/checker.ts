@@ -76,7 +76,9 @@ export async function checkDatabase(client: Queryable, expected: ExpectedState):
       if (differing.length > 0) {
         wrong += 1;
         const first = differing[0] as string;
-        note(`${table}: ${key} differs in ${differing.join(', ')} (${first}: expected ${JSON.stringify(lineage.text[first])?.slice(0, 80)}, found ${JSON.stringify(row.text[first])?.slice(0, 80)})`);
+        note(
+          `${table}: ${key} differs in ${differing.join(', ')} (${first}: expected ${JSON.stringify(lineage.text[first])?.slice(0, 80)}, found ${JSON.stringify(row.text[first])?.slice(0, 80)})`,
+        );
       }
     }
     let lost = 0;
@@ -103,7 +105,9 @@ export async function checkDatabase(client: Queryable, expected: ExpectedState):
       note(`dead letter at ${at} (${letter.reason}: ${letter.detail.slice(0, 120)}) was not expected${found.has(at) ? ' twice' : ''}`);
     } else if (wanted.reason !== letter.reason || (wanted.detailIncludes !== undefined && !letter.detail.includes(wanted.detailIncludes))) {
       dlqWrong += 1;
-      note(`dead letter at ${at}: ${letter.reason} (${letter.detail.slice(0, 120)}), expected ${wanted.reason}${wanted.detailIncludes ? ` naming ${wanted.detailIncludes}` : ''}`);
+      note(
+        `dead letter at ${at}: ${letter.reason} (${letter.detail.slice(0, 120)}), expected ${wanted.reason}${wanted.detailIncludes ? ` naming ${wanted.detailIncludes}` : ''}`,
+      );
     }
     found.add(at);
   }
@@ -139,7 +143,10 @@ export interface OffsetGap {
 }
 
 /** Every partition of every group's topic whose committed offset is not its high watermark. */
-export async function checkCommittedOffsets(admin: Admin, groups: ReadonlyArray<{ group: string; topic: string }>): Promise<{ partitions: number; gaps: OffsetGap[] }> {
+export async function checkCommittedOffsets(
+  admin: Admin,
+  groups: ReadonlyArray<{ group: string; topic: string }>,
+): Promise<{ partitions: number; gaps: OffsetGap[] }> {
   const gaps: OffsetGap[] = [];
   let partitions = 0;
   for (const { group, topic } of groups) {

@@ -55,7 +55,6 @@ export interface FaultTargets {
   readonly targets: Random;
 }
 
-
 /** Injects one fault and says what happened. */
 export async function injectFault(kind: FaultKind, { fleet, database, broker, targets }: FaultTargets): Promise<string> {
   switch (kind) {

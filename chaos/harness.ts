@@ -78,12 +78,21 @@ export interface ChaosSummary {
 /** Everything the run found. */
 export interface ChaosResult {
   readonly summary: ChaosSummary;
-  readonly workload: { readonly byTopic: Record<PipelineName, number>; readonly byLabel: Record<string, number>; readonly recordsInLog: number };
+  readonly workload: {
+    readonly byTopic: Record<PipelineName, number>;
+    readonly byLabel: Record<string, number>;
+    readonly recordsInLog: number;
+  };
   readonly faults: readonly FaultEvent[];
   readonly database: DatabaseCheck;
   readonly offsetGaps: readonly OffsetGap[];
   readonly partitionsChecked: number;
-  readonly watch: { readonly observed: number; readonly scored: number; readonly moved: readonly string[]; readonly overwritten: readonly string[] };
+  readonly watch: {
+    readonly observed: number;
+    readonly scored: number;
+    readonly moved: readonly string[];
+    readonly overwritten: readonly string[];
+  };
   readonly unexpectedExits: readonly UnexpectedExit[];
   readonly finalExits: ReadonlyArray<{ name: string; code: number | null; signal: NodeJS.Signals | null }>;
   readonly hostLogs: Record<string, number>;
@@ -115,7 +124,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const workDir = options.workDir ?? (await mkdtemp(join(tmpdir(), `storage-consumer-chaos-${options.seed}-`)));
   log(`seed ${options.seed}: ${workload.messages.length} messages, ${schedule.length} faults scheduled; work folder ${workDir}`);
   const unmodelled = PIPELINE_NAMES.filter((name) => !CHAOS_PIPELINES.includes(name));
-  if (unmodelled.length > 0) log(`NOT EXERCISED: ${unmodelled.join(', ')} (no chaos model of the table in chaos/stored-rows.ts); they run with no messages`);
+  if (unmodelled.length > 0)
+    log(`NOT EXERCISED: ${unmodelled.join(', ')} (no chaos model of the table in chaos/stored-rows.ts); they run with no messages`);
 
   let broker: ChaosBroker | undefined;
   let database: ChaosDatabase | undefined;
@@ -128,14 +138,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // PostgreSQL runs as its own user (the machine may run us as root): it must reach its folder.
     await chmod(workDir, 0o755);
     guardian = startRunGuardian(workDir);
-    const started = await Promise.allSettled([startChaosDatabase(join(workDir, 'postgres')), startChaosBroker(join(workDir, 'kafka'), () => undefined)]);
+    const started = await Promise.allSettled([
+      startChaosDatabase(join(workDir, 'postgres')),
+      startChaosBroker(join(workDir, 'kafka'), () => undefined),
+    ]);
     if (started[0].status === 'fulfilled') database = started[0].value;
     if (started[1].status === 'fulfilled') broker = started[1].value;
     for (const outcome of started) if (outcome.status === 'rejected') throw outcome.reason;
     if (database === undefined || broker === undefined) throw new Error('unreachable: a server neither started nor failed');
     log(`own PostgreSQL at ${database.url.replace(/\/\/[^@]*@/, '//')}, own Kafka broker at ${broker.brokers.join(',')}`);
     await prepareChaosDatabase(database.url, workload);
-    await ensureTopics(broker.brokers, PIPELINE_NAMES.map((name) => ({ topic: TOPICS[name], partitions: 3 })), { logger: { info: () => undefined, warn: log } });
+    await ensureTopics(
+      broker.brokers,
+      PIPELINE_NAMES.map((name) => ({ topic: TOPICS[name], partitions: 3 })),
+      { logger: { info: () => undefined, warn: log } },
+    );
     kafka = new ChaosKafka(broker.brokers);
     pool = new pg.Pool({ connectionString: database.url, max: 2, connectionTimeoutMillis: 5_000 });
     pool.on('error', () => undefined);
@@ -229,7 +246,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const wrong = databaseCheck.wrong + verdict.moved.length + verdict.overwritten.length;
     const dlqMismatched = databaseCheck.dlqMissing + databaseCheck.dlqUnexpected + databaseCheck.dlqWrong;
     const selfTest = options.selfTest === false ? undefined : await checkerSelfTest(pool, expected, watch);
-    if (selfTest) log(`checker self-test ${selfTest.passed ? 'passed' : 'FAILED'}: damage ${JSON.stringify(selfTest.expected)}, reported ${JSON.stringify(selfTest.reported)}`);
+    if (selfTest)
+      log(
+        `checker self-test ${selfTest.passed ? 'passed' : 'FAILED'}: damage ${JSON.stringify(selfTest.expected)}, reported ${JSON.stringify(selfTest.reported)}`,
+      );
     passed =
       !stalled &&
       databaseCheck.lost === 0 &&

@@ -47,7 +47,10 @@ async function waitUntilLogging(logFile: string, exited: Promise<unknown>, timeo
   void exited.then(() => (gone = true));
   const deadline = Date.now() + timeoutMs;
   while (!gone && Date.now() < deadline) {
-    const size = await stat(logFile).then((info) => info.size, () => 0);
+    const size = await stat(logFile).then(
+      (info) => info.size,
+      () => 0,
+    );
     if (size > 0) return;
     await sleep(50);
   }
@@ -110,7 +113,11 @@ export class HostFleet {
     this.instances.set(name, instance);
     void exited.then((exit) => this.onExit(instance, exit));
     if (this.closing) void this.stop(name);
-    const commandLine = ((await readFile(`/proc/${pid}/cmdline`).catch(() => Buffer.alloc(0))).toString('utf8').split('\0').filter(Boolean)).join(' ');
+    const commandLine = (await readFile(`/proc/${pid}/cmdline`).catch(() => Buffer.alloc(0)))
+      .toString('utf8')
+      .split('\0')
+      .filter(Boolean)
+      .join(' ');
     return { name, pid, commandLine };
   }
 
@@ -118,9 +125,12 @@ export class HostFleet {
     if (this.instances.get(instance.name) === instance) this.instances.delete(instance.name);
     if (instance.intended || this.closing) return;
     this.unexpectedExits.push({ name: instance.name, pid: instance.pid, code: exit.code, signal: exit.signal, logFile: instance.logFile });
-    this.log(`host ${instance.name} (pid ${instance.pid}) exited by itself (code ${String(exit.code)}, signal ${String(exit.signal)}); restarting it (see ${instance.logFile})`);
+    this.log(
+      `host ${instance.name} (pid ${instance.pid}) exited by itself (code ${String(exit.code)}, signal ${String(exit.signal)}); restarting it (see ${instance.logFile})`,
+    );
     setTimeout(() => {
-      if (!this.closing && !this.instances.has(instance.name)) this.start(instance.name).catch((error: unknown) => this.log(`restart of ${instance.name} failed: ${String(error)}`));
+      if (!this.closing && !this.instances.has(instance.name))
+        this.start(instance.name).catch((error: unknown) => this.log(`restart of ${instance.name} failed: ${String(error)}`));
     }, 1_000);
   }
 
@@ -128,7 +138,11 @@ export class HostFleet {
   async killAndRestart(name: string): Promise<{ killed: HostSpawn; restarted: HostSpawn }> {
     const instance = this.instances.get(name);
     if (instance === undefined) throw new Error(`host ${name} is not running`);
-    const commandLine = ((await readFile(`/proc/${instance.pid}/cmdline`).catch(() => Buffer.alloc(0))).toString('utf8').split('\0').filter(Boolean)).join(' ');
+    const commandLine = (await readFile(`/proc/${instance.pid}/cmdline`).catch(() => Buffer.alloc(0)))
+      .toString('utf8')
+      .split('\0')
+      .filter(Boolean)
+      .join(' ');
     if (!commandLine.includes('host/main.ts')) throw new Error(`pid ${instance.pid} is not a host process: ${commandLine}`);
     instance.intended = true;
     instance.child.kill('SIGKILL');
@@ -163,7 +177,13 @@ export class HostFleet {
 }
 
 /** The variables of the chaos host `name`: the run's broker and database, short timeouts, its own heartbeat folder. */
-export function hostEnvironment(name: string, brokers: readonly string[], databaseUrl: string, workDir: string, groups: readonly GroupTopic[]): Record<string, string> {
+export function hostEnvironment(
+  name: string,
+  brokers: readonly string[],
+  databaseUrl: string,
+  workDir: string,
+  groups: readonly GroupTopic[],
+): Record<string, string> {
   const env: Record<string, string> = {
     KAFKA_BROKERS: brokers.join(','),
     KAFKA_CLIENT_ID: `chaos-host-${name}`,

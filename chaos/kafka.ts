@@ -20,7 +20,6 @@ export interface GroupTopic {
   readonly topic: string;
 }
 
-
 // One record batch per partition per request, and the broker refuses one over 1 MB.
 const MAX_CHUNK_BYTES = 512 * 1024;
 
@@ -51,7 +50,12 @@ export class ChaosKafka {
 
   private async connectedProducer(): Promise<Producer> {
     if (this.producer === undefined) {
-      const producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
+      const producer = this.kafka.producer({
+        createPartitioner: Partitioners.DefaultPartitioner,
+        allowAutoTopicCreation: false,
+        idempotent: true,
+        maxInFlightRequests: 1,
+      });
       await producer.connect();
       this.producer = producer;
     }
@@ -93,7 +97,11 @@ export class ChaosKafka {
         byTopic.set(topic, list);
       }
       const topicMessages = [...byTopic].map(([topic, list]) => ({ topic, messages: list }));
-      await retrying('producing', async () => (await this.connectedProducer()).sendBatch({ acks: -1, topicMessages }), () => this.resetProducer());
+      await retrying(
+        'producing',
+        async () => (await this.connectedProducer()).sendBatch({ acks: -1, topicMessages }),
+        () => this.resetProducer(),
+      );
       chunk = [];
       bytes = 0;
     };
@@ -129,7 +137,11 @@ export class ChaosKafka {
 
   /** The connected admin client (for the final offset check). */
   async adminClient(): Promise<Admin> {
-    return retrying('connecting the admin client', () => this.connectedAdmin(), () => this.resetAdmin());
+    return retrying(
+      'connecting the admin client',
+      () => this.connectedAdmin(),
+      () => this.resetAdmin(),
+    );
   }
 
   /** Every record of the topics from the beginning: coordinates and plan id. */
@@ -138,7 +150,8 @@ export class ChaosKafka {
     const pipelineOf = new Map(Object.entries(topics).map(([pipeline, topic]) => [topic, pipeline as PipelineName]));
     const remaining = new Map<string, bigint>();
     for (const topic of pipelineOf.keys()) {
-      for (const end of await admin.fetchTopicOffsets(topic)) if (end.high !== end.low) remaining.set(`${topic}|${end.partition}`, BigInt(end.high) - 1n);
+      for (const end of await admin.fetchTopicOffsets(topic))
+        if (end.high !== end.low) remaining.set(`${topic}|${end.partition}`, BigInt(end.high) - 1n);
     }
     const records: LoggedRecord[] = [];
     if (remaining.size === 0) return records;
@@ -164,7 +177,10 @@ export class ChaosKafka {
       });
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`reading the topics back timed out with ${remaining.size} partition(s) unread`)), 300_000);
+        timer = setTimeout(
+          () => reject(new Error(`reading the topics back timed out with ${remaining.size} partition(s) unread`)),
+          300_000,
+        );
       });
       try {
         await Promise.race([finished, timeout]);

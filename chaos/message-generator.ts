@@ -12,7 +12,18 @@ import { REFUSED_MARKERS, tableOf } from './plan.js';
 import type { Random } from './random.js';
 import type { RowText } from './stored-rows.js';
 import { doubleText, jsonbObjectText } from './stored-rows.js';
-import { codePoints, count, instant, MICROS_PER_HOUR, pad, sentence, UNKNOWN_PACKAGES, utcText, version, writtenTimestamp } from './values.js';
+import {
+  codePoints,
+  count,
+  instant,
+  MICROS_PER_HOUR,
+  pad,
+  sentence,
+  UNKNOWN_PACKAGES,
+  utcText,
+  version,
+  writtenTimestamp,
+} from './values.js';
 
 // ---- messages -----------------------------------------------------------------------------------
 
@@ -90,11 +101,25 @@ export class MessageGenerator {
       crawler: 'chaos',
     });
     const expect: PlannedOutcome = { kind: 'row', table: 'app_stats', key: `${app.id}|${text.crawled_at}`, text };
-    this.drafts.push({ time, topic: 'app-stats', key: app.packageName, value: json(message(writtenTimestamp(crawledAt, random))), expect, label: 'app-stats' });
+    this.drafts.push({
+      time,
+      topic: 'app-stats',
+      key: app.packageName,
+      value: json(message(writtenTimestamp(crawledAt, random))),
+      expect,
+      label: 'app-stats',
+    });
     if (!random.chance(0.03)) return 1;
     // The crawler re-sent the crawl later, the instant maybe written with another offset: one row.
     const again = json(message(writtenTimestamp(crawledAt, random)));
-    this.drafts.push({ time: time + random.next() * (1 - time), topic: 'app-stats', key: app.packageName, value: again, expect, label: 'app-stats (re-sent)' });
+    this.drafts.push({
+      time: time + random.next() * (1 - time),
+      topic: 'app-stats',
+      key: app.packageName,
+      value: again,
+      expect,
+      label: 'app-stats (re-sent)',
+    });
     return 2;
   }
 
@@ -103,8 +128,9 @@ export class MessageGenerator {
     const { random } = this;
     const app = this.app();
     this.reviewCount += 1;
-    const reviewId =
-      random.chance(0.02) ? `gp:${codePoints(random, 200, true)}-${this.runTag}-${this.reviewCount}` : `gp:${this.runTag}-${this.reviewCount}-${random.hex(8)}`;
+    const reviewId = random.chance(0.02)
+      ? `gp:${codePoints(random, 200, true)}-${this.runTag}-${this.reviewCount}`
+      : `gp:${this.runTag}-${this.reviewCount}-${random.hex(8)}`;
     const reviewedAt = instant(random.int(0, 100), random);
     const userName = random.chance(0.9) ? (random.chance(0.02) ? codePoints(random, 255, true) : sentence(random, 2)) : null;
     const createdVersion = random.chance(0.8) ? version(random) : null;
@@ -118,8 +144,10 @@ export class MessageGenerator {
         // A same-instant re-sync (the first one stored wins) now and then; usually hours later.
         if (!random.chance(0.03)) syncedAt += random.int(1, 48 * MICROS_PER_HOUR);
         thumbs += random.int(0, 50);
-        if (random.chance(0.3)) content = random.chance(0.01) ? sentence(random, random.int(500, 2_000)) : sentence(random, random.int(3, 40));
-        if (reply === null && random.chance(0.3)) reply = { text: sentence(random, random.int(2, 20)), at: syncedAt - random.int(0, MICROS_PER_HOUR) };
+        if (random.chance(0.3))
+          content = random.chance(0.01) ? sentence(random, random.int(500, 2_000)) : sentence(random, random.int(3, 40));
+        if (reply === null && random.chance(0.3))
+          reply = { text: sentence(random, random.int(2, 20)), at: syncedAt - random.int(0, MICROS_PER_HOUR) };
       }
       if (thumbs > 2_147_483_647) thumbs = 2_147_483_647;
       const score = random.int(1, 5);
@@ -182,7 +210,8 @@ export class MessageGenerator {
     const analysisId = `${random.hex(8)}-${random.hex(4)}-4${random.hex(3)}-${random.pick(['8', '9', 'a', 'b'])}${random.hex(3)}-${random.hex(12)}`;
     const capturedAt = instant(random.int(0, 2_000), random);
     const protocols: Record<string, number> | null = random.chance(0.9) ? {} : null;
-    if (protocols) for (const name of ['tls', 'dns', 'quic', 'http/2', 'پروتکل', '\u{1F4E1}']) if (random.chance(0.5)) protocols[name] = count(random);
+    if (protocols)
+      for (const name of ['tls', 'dns', 'quic', 'http/2', 'پروتکل', '\u{1F4E1}']) if (random.chance(0.5)) protocols[name] = count(random);
     const fields = {
       duration_ms: random.int(0, 2_147_483_647),
       packet_count: count(random),
@@ -220,10 +249,24 @@ export class MessageGenerator {
       analyzer_version: analyzerVersion,
     });
     const expect: PlannedOutcome = { kind: 'row', table: 'network_metrics', key: analysisId, text };
-    this.drafts.push({ time, topic: 'network-metrics', key: analysisId, value: json(message(analysisId)), expect, label: 'network-metrics' });
+    this.drafts.push({
+      time,
+      topic: 'network-metrics',
+      key: analysisId,
+      value: json(message(analysisId)),
+      expect,
+      label: 'network-metrics',
+    });
     if (!random.chance(0.03)) return 1;
     const id = random.chance(0.5) ? analysisId.toUpperCase() : analysisId;
-    this.drafts.push({ time: time + random.next() * (1 - time), topic: 'network-metrics', key: id, value: json(message(id)), expect, label: 'network-metrics (re-sent)' });
+    this.drafts.push({
+      time: time + random.next() * (1 - time),
+      topic: 'network-metrics',
+      key: id,
+      value: json(message(id)),
+      expect,
+      label: 'network-metrics (re-sent)',
+    });
     return 2;
   }
 
@@ -244,7 +287,14 @@ export class MessageGenerator {
     const { random } = this;
     const table = tableOf(topic);
     const dead = (value: Buffer | null, label: string, detailIncludes?: string, key: string | null = null) =>
-      this.drafts.push({ time, topic, key, value, expect: { kind: 'dead_letter', reason, detailIncludes }, label: `poison: ${reason} (${label})` });
+      this.drafts.push({
+        time,
+        topic,
+        key,
+        value,
+        expect: { kind: 'dead_letter', reason, detailIncludes },
+        label: `poison: ${reason} (${label})`,
+      });
     if (reason === 'empty_message') {
       dead(random.chance(0.5) ? null : Buffer.alloc(0), 'null or empty value');
       return;
@@ -261,10 +311,17 @@ export class MessageGenerator {
         const marker = REFUSED_MARKERS[table];
         message[marker.column === 'app_version' ? 'version' : marker.column] = marker.value;
       }
-      dead(json(message), reason === 'unknown_application' ? 'unregistered app' : `${REFUSED_MARKERS[table].column} refused by a CHECK`, reason === 'rejected_by_database' ? '23514' : undefined, draft.key);
+      dead(
+        json(message),
+        reason === 'unknown_application' ? 'unregistered app' : `${REFUSED_MARKERS[table].column} refused by a CHECK`,
+        reason === 'rejected_by_database' ? '23514' : undefined,
+        draft.key,
+      );
       return;
     }
-    const cases = CORPUS.filter((corpusCase) => corpusCase.topic === topic && corpusCase.expect.kind === 'dead_letter' && corpusCase.expect.reason === reason);
+    const cases = CORPUS.filter(
+      (corpusCase) => corpusCase.topic === topic && corpusCase.expect.kind === 'dead_letter' && corpusCase.expect.reason === reason,
+    );
     if (cases.length === 0) {
       // Not every reason has a corpus case on every topic; bytes that fail the same way do.
       const fallback: Partial<Record<RejectionReason, Buffer>> = {

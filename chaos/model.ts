@@ -61,19 +61,25 @@ function firstPerPartition(candidates: readonly Candidate[]): Candidate[] {
   const first = new Map<number, Candidate>();
   for (const candidate of candidates) {
     const kept = first.get(candidate.record.partition);
-    if (kept === undefined || BigInt(candidate.record.offset) < BigInt(kept.record.offset)) first.set(candidate.record.partition, candidate);
+    if (kept === undefined || BigInt(candidate.record.offset) < BigInt(kept.record.offset))
+      first.set(candidate.record.partition, candidate);
   }
   return [...first.values()];
 }
 
 /** Builds the expected state; throws when the log holds a record the plan does not know. */
 export function expectedState(workload: Workload, records: readonly LoggedRecord[]): ExpectedState {
-  const byKey = Object.fromEntries(DATA_TABLES.map((table) => [table, new Map<string, Candidate[]>()])) as Record<DataTable, Map<string, Candidate[]>>;
+  const byKey = Object.fromEntries(DATA_TABLES.map((table) => [table, new Map<string, Candidate[]>()])) as Record<
+    DataTable,
+    Map<string, Candidate[]>
+  >;
   const deadLetters = new Map<string, ExpectedDeadLetter>();
   for (const record of records) {
     const message = workload.messages[record.planId];
     if (message === undefined || message.topic !== record.topic) {
-      throw new Error(`the log holds a record the plan does not know: ${record.topic}-${record.partition}@${record.offset} (plan ${record.planId})`);
+      throw new Error(
+        `the log holds a record the plan does not know: ${record.topic}-${record.partition}@${record.offset} (plan ${record.planId})`,
+      );
     }
     const outcome = message.expect;
     if (outcome.kind === 'dead_letter') {
@@ -95,7 +101,8 @@ export function expectedState(workload: Workload, records: readonly LoggedRecord
       for (const [key, candidates] of byKey[table]) {
         let winners = candidates;
         if (table === 'reviews') {
-          const synced = (candidate: Candidate) => (candidate.message.expect.kind === 'row' ? (candidate.message.expect.syncedAt ?? '') : '');
+          const synced = (candidate: Candidate) =>
+            candidate.message.expect.kind === 'row' ? (candidate.message.expect.syncedAt ?? '') : '';
           const newest = candidates.reduce((max, candidate) => (synced(candidate) > max ? synced(candidate) : max), '');
           winners = candidates.filter((candidate) => synced(candidate) === newest);
         }

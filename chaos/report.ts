@@ -27,7 +27,6 @@ export async function countHostLogs(dir: string): Promise<Record<string, number>
   return counts;
 }
 
-
 /**
  * The human part of the report (the JSON summary follows it as the last line): the workload,
  * every fault as it happened, what the hosts did about them, and the verdict per table.
@@ -44,16 +43,28 @@ export function reportLines(result: ChaosResult): string[] {
   );
   for (const [label, count] of Object.entries(workload.byLabel).sort(([a], [b]) => a.localeCompare(b))) lines.push(`  ${label}: ${count}`);
   lines.push(`faults injected: ${result.faults.length}`);
-  for (const fault of result.faults) lines.push(`  [${fault.elapsedS.toFixed(1)} s, ${(fault.at * 100).toFixed(1)}% produced] ${fault.kind}: ${fault.detail}`);
+  for (const fault of result.faults)
+    lines.push(`  [${fault.elapsedS.toFixed(1)} s, ${(fault.at * 100).toFixed(1)}% produced] ${fault.kind}: ${fault.detail}`);
   if (result.unexpectedExits.length > 0) {
     lines.push(`host processes that stopped by themselves and were restarted: ${result.unexpectedExits.length}`);
-    for (const exit of result.unexpectedExits) lines.push(`  host ${exit.name} pid ${exit.pid}: code ${String(exit.code)}, signal ${String(exit.signal)} (${exit.logFile})`);
+    for (const exit of result.unexpectedExits)
+      lines.push(`  host ${exit.name} pid ${exit.pid}: code ${String(exit.code)}, signal ${String(exit.signal)} (${exit.logFile})`);
   }
-  lines.push(`final stop: ${result.finalExits.map((exit) => `host ${exit.name} exit code ${String(exit.code)}`).join(', ') || 'no host running'}`);
-  lines.push(`the hosts logged: ${Object.entries(result.hostLogs).map(([label, count]) => `${label} ${count}`).join(', ') || 'nothing notable'}`);
+  lines.push(
+    `final stop: ${result.finalExits.map((exit) => `host ${exit.name} exit code ${String(exit.code)}`).join(', ') || 'no host running'}`,
+  );
+  lines.push(
+    `the hosts logged: ${
+      Object.entries(result.hostLogs)
+        .map(([label, count]) => `${label} ${count}`)
+        .join(', ') || 'nothing notable'
+    }`,
+  );
   lines.push('check:');
   for (const table of database.tables) {
-    lines.push(`  ${table.table}: expected ${table.expected} rows, found ${table.found}; lost ${table.lost}, duplicated ${table.duplicated}, wrong ${table.wrong}`);
+    lines.push(
+      `  ${table.table}: expected ${table.expected} rows, found ${table.found}; lost ${table.lost}, duplicated ${table.duplicated}, wrong ${table.wrong}`,
+    );
   }
   lines.push(
     `  dead_letter_events: expected ${database.dlqExpected}, found ${database.dlqFound}; missing ${database.dlqMissing}, unexpected ${database.dlqUnexpected}, wrong reason ${database.dlqWrong}`,
@@ -66,10 +77,13 @@ export function reportLines(result: ChaosResult): string[] {
       : `  committed offsets: ${result.offsetGaps.length} of ${result.partitionsChecked} partitions behind: ${result.offsetGaps.map((gap) => `${gap.topic}-${gap.partition} ${gap.committed}/${gap.end}`).join(', ')}`,
   );
   if (result.selfTest) {
-    lines.push(`  checker self-test (damage done after the check): ${result.selfTest.passed ? 'every damage reported' : 'FAILED'}: expected ${JSON.stringify(result.selfTest.expected)}, reported ${JSON.stringify(result.selfTest.reported)}`);
+    lines.push(
+      `  checker self-test (damage done after the check): ${result.selfTest.passed ? 'every damage reported' : 'FAILED'}: expected ${JSON.stringify(result.selfTest.expected)}, reported ${JSON.stringify(result.selfTest.reported)}`,
+    );
   }
   if (result.stalled) lines.push('  the run STALLED: records stayed uncommitted past the stall timeout');
-  for (const example of [...database.examples, ...result.watch.moved.slice(0, 5), ...result.watch.overwritten.slice(0, 5)]) lines.push(`  ! ${example}`);
+  for (const example of [...database.examples, ...result.watch.moved.slice(0, 5), ...result.watch.overwritten.slice(0, 5)])
+    lines.push(`  ! ${example}`);
   if (result.workDirKept) lines.push(`work folder kept: ${result.workDir}`);
   return lines;
 }

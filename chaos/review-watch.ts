@@ -66,7 +66,10 @@ export class ReviewWatch {
       const expected = ReviewWatch.sentimentOf(row.review_id);
       // A score whose commit the watch could not confirm may be there too: the same value.
       const fine = this.scored.has(row.review_id) ? row.sentiment === expected : row.sentiment === null || row.sentiment === expected;
-      if (!fine) overwritten.push(`${row.review_id}: sentiment ${String(row.sentiment)}, written ${this.scored.has(row.review_id) ? expected : 'none'}`);
+      if (!fine)
+        overwritten.push(
+          `${row.review_id}: sentiment ${String(row.sentiment)}, written ${this.scored.has(row.review_id) ? expected : 'none'}`,
+        );
     }
     return { moved, overwritten };
   }

@@ -50,7 +50,20 @@ try {
   code = result.summary.passed ? 0 : 1;
 } catch (error) {
   console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
-  console.log(JSON.stringify({ messages: options.messages, faults: null, lost: null, duplicated: null, wrong: null, dlq_expected: null, dlq_found: null, seed, elapsed_s: null, error: String(error) }));
+  console.log(
+    JSON.stringify({
+      messages: options.messages,
+      faults: null,
+      lost: null,
+      duplicated: null,
+      wrong: null,
+      dlq_expected: null,
+      dlq_found: null,
+      seed,
+      elapsed_s: null,
+      error: String(error),
+    }),
+  );
   code = 2;
 }
 process.exit(code);

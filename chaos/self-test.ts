@@ -35,7 +35,8 @@ export async function checkerSelfTest(client: Queryable, expected: ExpectedState
   const [lostReview, changedReview, movedReview] = [...expected.rows.reviews.keys()];
   const [crawl] = [...expected.rows.app_stats.keys()];
   const [letter] = [...expected.deadLetters.keys()];
-  if (!lostReview || !changedReview || !movedReview || !crawl || !letter) throw new Error('the self-test needs 3 reviews, 1 crawl and 1 dead letter');
+  if (!lostReview || !changedReview || !movedReview || !crawl || !letter)
+    throw new Error('the self-test needs 3 reviews, 1 crawl and 1 dead letter');
   const [topic, partition, offset] = letter.split('|');
   await client.query('DELETE FROM reviews WHERE review_id = $1', [lostReview]);
   await client.query('UPDATE reviews SET thumbs_up_count = thumbs_up_count + 1 WHERE review_id = $1', [changedReview]);
@@ -49,9 +50,19 @@ export async function checkerSelfTest(client: Queryable, expected: ExpectedState
        FROM app_stats WHERE application_id || '|' || to_char(crawled_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') = $1`,
     [crawl],
   );
-  await client.query('DELETE FROM dead_letter_events WHERE topic = $1 AND partition = $2 AND kafka_offset = $3', [topic, partition, offset]);
+  await client.query('DELETE FROM dead_letter_events WHERE topic = $1 AND partition = $2 AND kafka_offset = $3', [
+    topic,
+    partition,
+    offset,
+  ]);
   const reported = counts(await checkDatabase(client, expected), await watch.verify(client));
-  const expectedCounts: Counts = { lost: before.lost + 1, duplicated: before.duplicated + 1, wrong: before.wrong + 1, dlqMissing: before.dlqMissing + 1, moved: before.moved + 1 };
+  const expectedCounts: Counts = {
+    lost: before.lost + 1,
+    duplicated: before.duplicated + 1,
+    wrong: before.wrong + 1,
+    dlqMissing: before.dlqMissing + 1,
+    moved: before.moved + 1,
+  };
   const passed = (Object.keys(expectedCounts) as Array<keyof Counts>).every((name) => reported[name] === expectedCounts[name]);
   return { passed, expected: expectedCounts, reported };
 }

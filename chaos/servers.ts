@@ -82,13 +82,19 @@ export async function prepareChaosDatabase(url: string, workload: Workload): Pro
   try {
     await pool.query(await readFile(new URL('../dev/app-api-stand-in.sql', import.meta.url), 'utf8'));
     for (const app of workload.apps) {
-      await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3)', [app.id, app.packageName, app.active]);
+      await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3)', [
+        app.id,
+        app.packageName,
+        app.active,
+      ]);
     }
     await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
     // Rules the database has and the decoder does not know: rows carrying these values are
     // refused (SQLSTATE 23514) and must be isolated and dead-lettered, not stall the partition.
     for (const [table, marker] of Object.entries(REFUSED_MARKERS)) {
-      await pool.query(`ALTER TABLE ${table} ADD CONSTRAINT chaos_refused_marker CHECK (${marker.column} IS DISTINCT FROM '${marker.value}')`);
+      await pool.query(
+        `ALTER TABLE ${table} ADD CONSTRAINT chaos_refused_marker CHECK (${marker.column} IS DISTINCT FROM '${marker.value}')`,
+      );
     }
   } finally {
     await pool.end();

@@ -24,7 +24,10 @@ const OFFSETS = ['+03:30', '-07:00', '+05:45', '-00:00', '+14:00', '-12:00', '+0
 export function writtenTimestamp(micros: number, random: Random): string {
   const form = random.int(0, 9);
   const offset = form < 3 ? 'Z' : form < 6 ? '' : random.pick(OFFSETS);
-  const minutes = offset === '' || offset === 'Z' ? 0 : (offset.startsWith('-') ? -1 : 1) * (Number(offset.slice(1, 3)) * 60 + Number(offset.slice(4, 6)));
+  const minutes =
+    offset === '' || offset === 'Z'
+      ? 0
+      : (offset.startsWith('-') ? -1 : 1) * (Number(offset.slice(1, 3)) * 60 + Number(offset.slice(4, 6)));
   const local = new Date(Math.floor(micros / 1000) + minutes * 60_000).toISOString().slice(0, 19);
   let fraction = pad(micros % 1_000_000, 6);
   if (random.chance(0.5)) fraction = fraction.replace(/0+$/, '');
@@ -39,7 +42,27 @@ export function instant(hour: number, random: Random): number {
 
 // ---- text -------------------------------------------------------------------------------------
 
-const WORDS = ['good', 'app', 'crashes', 'widget', 'forecast', 'عالی', 'برنامه', '很好', '天気', 'größe', 'naïve', '\u{1F326}', '\u{1F44D}', '\u{1F469}\u200d\u{1F4BB}', 'e\u0301', '"quoted"', 'back\\slash', 'tab\there', 'line\nbreak'];
+const WORDS = [
+  'good',
+  'app',
+  'crashes',
+  'widget',
+  'forecast',
+  'عالی',
+  'برنامه',
+  '很好',
+  '天気',
+  'größe',
+  'naïve',
+  '\u{1F326}',
+  '\u{1F44D}',
+  '\u{1F469}\u200d\u{1F4BB}',
+  'e\u0301',
+  '"quoted"',
+  'back\\slash',
+  'tab\there',
+  'line\nbreak',
+];
 
 /** `words` words of mixed scripts, emoji and characters JSON must escape. */
 export function sentence(random: Random, words: number): string {
@@ -75,7 +98,13 @@ export function chaosApps(): ChaosApp[] {
   const apps: ChaosApp[] = [];
   for (let i = 0; i < 40; i++) {
     const packageName =
-      i === 3 ? 'com.chaos.天気' : i === 5 ? `com.chaos.${'\u{1F326}'.repeat(20)}` : i === 7 ? `com.chaos.${'x'.repeat(245)}` : `com.chaos.app${i}`;
+      i === 3
+        ? 'com.chaos.天気'
+        : i === 5
+          ? `com.chaos.${'\u{1F326}'.repeat(20)}`
+          : i === 7
+            ? `com.chaos.${'x'.repeat(245)}`
+            : `com.chaos.app${i}`;
     apps.push({ id: i === 11 ? String(Number.MAX_SAFE_INTEGER) : String(7000 + i), packageName, active: i % 10 !== 9 });
   }
   return apps;

@@ -50,6 +50,13 @@ export function generateWorkload(seed: number, total: number): Workload {
     }
   }
   const drafts = generator.drafts.slice(0, total).sort((a, b) => a.time - b.time);
-  const messages = drafts.map((draft, id) => ({ id, topic: draft.topic, key: draft.key, value: draft.value, expect: draft.expect, label: draft.label }));
+  const messages = drafts.map((draft, id) => ({
+    id,
+    topic: draft.topic,
+    key: draft.key,
+    value: draft.value,
+    expect: draft.expect,
+    label: draft.label,
+  }));
   return { seed, apps, messages };
 }

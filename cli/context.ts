@@ -15,10 +15,14 @@ export function cliLogger(io: CliIo): CoreLogger {
   const line =
     (level: 'WARN' | 'ERROR') =>
     (message: string, ...extra: Array<Record<string, unknown>>) =>
-      io.stderr(
-        `${JSON.stringify({ level, message, timestamp: new Date().toISOString(), service: 'storage-consumer', component: 'cli', ...Object.assign({}, ...extra) })}\n`,
-      );
+      io.stderr(cliLogLine(level, message, Object.assign({}, ...extra)));
   return { debug: () => undefined, info: () => undefined, warn: line('WARN'), error: line('ERROR') };
+}
+
+/** One line of {@link cliLogger}'s shape, newline-terminated. */
+export function cliLogLine(level: string, message: string, extra?: object): string {
+  const timestamp = new Date().toISOString();
+  return `${JSON.stringify({ level, message, timestamp, service: 'storage-consumer', component: 'cli', ...extra })}\n`;
 }
 
 /** The settings and one small pool on the service's database, for the length of a command. */

@@ -275,7 +275,13 @@ function groupedWithDigest(source: string): string {
 }
 
 async function toSet(db: Queryable, rows: readonly PurgeGroupRow[]): Promise<PurgeSet> {
-  const groups = rows.map((row) => ({ pipeline: row.pipeline, reason: row.reason, count: Number(row.count), oldest: row.oldest, newest: row.newest }));
+  const groups = rows.map((row) => ({
+    pipeline: row.pipeline,
+    reason: row.reason,
+    count: Number(row.count),
+    oldest: row.oldest,
+    newest: row.newest,
+  }));
   const digest = rows[0]?.digest ?? (await db.query<{ digest: string }>(`SELECT ${EMPTY_DIGEST} AS digest`)).rows[0]?.digest ?? '';
   return { groups, total: groups.reduce((sum, group) => sum + group.count, 0), digest };
 }

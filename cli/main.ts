@@ -72,7 +72,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     }
     const known = error instanceof RefusedError || error instanceof ConfigurationError || error instanceof MigrationError;
     const message = error instanceof Error ? error.message : String(error);
-    const cause = error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
+    const cause =
+      error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
     io.stderr(`storage-consumer ${name}: ${known ? '' : 'error: '}${message}${cause}\n`);
     return EXIT.failed;
   }

@@ -83,7 +83,9 @@ async function markOutcome(
   batch: readonly StoredDeadLetter[],
   failedAgain: readonly DeadLetter[],
 ): Promise<{ redriven: number; stillFailing: number }> {
-  const idByIdentity = new Map(batch.map((letter) => [identity(letter.topic, letter.partition, letter.offset, letter.payloadSha256), letter.id]));
+  const idByIdentity = new Map(
+    batch.map((letter) => [identity(letter.topic, letter.partition, letter.offset, letter.payloadSha256), letter.id]),
+  );
   const failed = new Map<string, { reason: string; detail: string }>();
   for (const letter of failedAgain) {
     const row = deadLetterRow(letter);
@@ -99,9 +101,10 @@ async function markOutcome(
     );
   }
   const stored = batch.map((letter) => letter.id).filter((id) => !failed.has(id));
-  const marked = await client.query('UPDATE dead_letter_events SET redriven_at = now() WHERE id = ANY($1::bigint[]) AND redriven_at IS NULL', [
-    stored,
-  ]);
+  const marked = await client.query(
+    'UPDATE dead_letter_events SET redriven_at = now() WHERE id = ANY($1::bigint[]) AND redriven_at IS NULL',
+    [stored],
+  );
   return { redriven: marked.rowCount ?? 0, stillFailing: failed.size };
 }
 
@@ -167,7 +170,10 @@ async function redrivePipeline(
       );
       // Under STORAGE_FAILURE_RESPONSE=report an exhausted retry budget returns instead of throwing.
       if (report.failed) {
-        throw new Error(`a ${name} batch could not be stored (transient database errors) and was rolled back; the batches before it are done: run the re-drive again`);
+        throw new Error(
+          `a ${name} batch could not be stored (transient database errors) and was rolled back; the batches before it are done: run the ` +
+            `re-drive again`,
+        );
       }
       totals.redriven += outcome.redriven;
       totals.stillFailing += outcome.stillFailing;

@@ -55,7 +55,15 @@ function joined(text) {
  * @returns {object[]} The consumer's widgets, one row of 24 columns (three lines of four).
  */
 function widgetsOf({ name, id, namespace, service, metricNames }, row) {
-  const emf = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [namespace, metric, 'service', service, 'pipeline', name, options];
+  const emf = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [
+    namespace,
+    metric,
+    'service',
+    service,
+    'pipeline',
+    name,
+    options,
+  ];
   const lambda = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [
     'AWS/Lambda',
     metric,
@@ -80,14 +88,20 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
     },
   });
   return [
-    graph(0, 0, 'records by outcome', [
-      emf(metricNames.inserted, { stat: 'Sum', label: 'inserted' }),
-      emf(metricNames.updated, { stat: 'Sum', label: 'updated' }),
-      emf(metricNames.skipped, { stat: 'Sum', label: 'skipped' }),
-      emf(metricNames.deadLettered, { stat: 'Sum', label: 'dead-lettered' }),
-      emf(metricNames.alreadyDeadLettered, { stat: 'Sum', label: 'already dead-lettered (replay)' }),
-      emf(metricNames.records, { stat: 'Sum', label: 'records' }),
-    ], { stacked: false }),
+    graph(
+      0,
+      0,
+      'records by outcome',
+      [
+        emf(metricNames.inserted, { stat: 'Sum', label: 'inserted' }),
+        emf(metricNames.updated, { stat: 'Sum', label: 'updated' }),
+        emf(metricNames.skipped, { stat: 'Sum', label: 'skipped' }),
+        emf(metricNames.deadLettered, { stat: 'Sum', label: 'dead-lettered' }),
+        emf(metricNames.alreadyDeadLettered, { stat: 'Sum', label: 'already dead-lettered (replay)' }),
+        emf(metricNames.records, { stat: 'Sum', label: 'records' }),
+      ],
+      { stacked: false },
+    ),
     graph(1, 0, 'dead letters', [emf(metricNames.deadLettered, { stat: 'Sum', label: 'dead-lettered', color: '#d62728' })]),
     graph(2, 0, 'BatchFailed (handed back)', [emf(metricNames.failed, { stat: 'Sum', label: 'failed batches', color: '#ff7f0e' })]),
     graph(3, 0, 'batch duration p50 / p99 (ms)', [

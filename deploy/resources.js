@@ -107,7 +107,8 @@ export async function checkConsumerTimeout({ timeoutSeconds, environment }) {
   if (!(timeoutMs >= neededMs)) {
     throw new Error(
       `the consumer functions' timeout (${timeoutSeconds} s = ${timeoutMs} ms) cannot hold one database attempt plus the reserve ` +
-        `(${neededMs} ms: STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 1 s client margin + 1 s to hand the batch back): ` +
+        `(${neededMs} ms: STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 1 s client margin + 1 s to hand the batch ` +
+        `back): ` +
         'every batch would be handed back untried; raise consumerTimeout or lower those timeouts',
     );
   }
@@ -189,7 +190,9 @@ export async function eventSourceMappings(resolver) {
         `${pipeline.id}EventSourceMappingUuid`,
         {
           Condition: 'KafkaMappingsEnabled',
-          Description: `UUID of the ${pipeline.name} event source mapping (pause: aws lambda update-event-source-mapping --uuid <this> --no-enabled)`,
+          Description:
+            `UUID of the ${pipeline.name} event source mapping (pause: aws lambda update-event-source-mapping --uuid <this> ` +
+            `--no-enabled)`,
           Value: { Ref: `${pipeline.id}EventSourceMapping` },
         },
       ]),
@@ -271,7 +274,8 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
     [`${id}ErrorsAlarm`]: {
       ...ANY_IN_FIVE_MINUTES,
       AlarmName: alarmName('errors'),
-      AlarmDescription: `The ${name} function threw (fatal error, or a batch that keeps failing); its batch is redelivered until this is fixed.`,
+      AlarmDescription:
+        `The ${name} function threw (fatal error, or a batch that keeps failing); its batch is redelivered until this ` + `is fixed.`,
       Namespace: 'AWS/Lambda',
       MetricName: 'Errors',
       Dimensions: byFunction,
@@ -329,7 +333,9 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
     [`${id}StalledAlarm`]: {
       ...ALARM_ACTIONS,
       AlarmName: alarmName('stalled'),
-      AlarmDescription: `The ${name} topic has lag but the function is not invoked, or the mapping reports nothing at all (missing data counts as stalled).`,
+      AlarmDescription:
+        `The ${name} topic has lag but the function is not invoked, or the mapping reports nothing at all (missing data ` +
+        `counts as stalled).`,
       Metrics: [
         { Id: 'lag', ReturnData: false, MetricStat: lambdaMetric('OffsetLag', 'Maximum') },
         { Id: 'invocations', ReturnData: false, MetricStat: lambdaMetric('Invocations', 'Sum') },

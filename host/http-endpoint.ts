@@ -98,7 +98,8 @@ export async function startHttpEndpoint(
     server.once('error', (error: NodeJS.ErrnoException) =>
       reject(
         new ConfigurationError(
-          `STORAGE_HTTP_PORT=${settings.port} cannot be served on ${settings.host}: ${error.code ?? error.message} (set another port, or 0 to turn the endpoint off)`,
+          `STORAGE_HTTP_PORT=${settings.port} cannot be served on ${settings.host}: ${error.code ?? error.message} (set another port, ` +
+            `or 0 to turn the endpoint off)`,
           { cause: error },
         ),
       ),

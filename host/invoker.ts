@@ -39,11 +39,7 @@ function isRedeliverableHandlerError(error: unknown): boolean {
 }
 
 /** Error types a remote function reports that no redelivery can cure: the host stops. */
-const FATAL_FUNCTION_ERROR_TYPES: ReadonlySet<string> = new Set([
-  'ConfigurationError',
-  'InvalidEventError',
-  'MigrationError',
-]);
+const FATAL_FUNCTION_ERROR_TYPES: ReadonlySet<string> = new Set(['ConfigurationError', 'InvalidEventError', 'MigrationError']);
 
 /** A Lambda-like context whose remaining time runs out at `deadline`. */
 function hostContext(functionName: string, deadline: number): Context {

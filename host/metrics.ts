@@ -131,7 +131,8 @@ export function createHostMetrics(
   let current: { at: number; views: ReadonlyMap<PipelineName, PipelineView> } | undefined;
   const views = (): ReadonlyMap<PipelineName, PipelineView> => {
     const at = now();
-    if (current === undefined || at - current.at > 50) current = { at, views: new Map(view().map((entry) => [entry.snapshot.pipeline, entry])) };
+    if (current === undefined || at - current.at > 50)
+      current = { at, views: new Map(view().map((entry) => [entry.snapshot.pipeline, entry])) };
     return current.views;
   };
   const perPipeline = (read: (entry: PipelineView | undefined, at: number) => number) =>
@@ -149,13 +150,16 @@ export function createHostMetrics(
   });
   new Gauge({
     name: HOST_METRIC_NAMES.consumerLag,
-    help: "Messages on the partition after the group's committed offset, from the host's last background reading (see storage_consumer_lag_age_seconds)",
+    help:
+      "Messages on the partition after the group's committed offset, from the host's last background reading (see " +
+      'storage_consumer_lag_age_seconds)',
     labelNames: ['pipeline', 'partition'] as const,
     registers: [registry],
     collect() {
       this.reset();
       for (const [pipeline, entry] of views()) {
-        for (const { partition, lag } of entry.snapshot.partitions) if (lag !== undefined) this.set({ pipeline, partition: String(partition) }, lag);
+        for (const { partition, lag } of entry.snapshot.partitions)
+          if (lag !== undefined) this.set({ pipeline, partition: String(partition) }, lag);
       }
     },
   });
@@ -178,7 +182,9 @@ export function createHostMetrics(
     help: "Age of the pipeline's oldest in-flight batch (first attempt to now), seconds; 0 when none",
     labelNames: ['pipeline'] as const,
     registers: [registry],
-    collect: perPipeline((entry, at) => (entry?.verdict.oldestInFlight === undefined ? 0 : (at - entry.verdict.oldestInFlight.startedAt) / 1000)),
+    collect: perPipeline((entry, at) =>
+      entry?.verdict.oldestInFlight === undefined ? 0 : (at - entry.verdict.oldestInFlight.startedAt) / 1000,
+    ),
   });
   new Counter({
     name: HOST_METRIC_NAMES.consumerCrashes,

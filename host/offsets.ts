@@ -33,8 +33,7 @@ export interface OffsetDecision {
   readonly reportedWithoutSwitch: number;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** A reported offset as a decimal string, or undefined when it is not a non-negative integer. */
 function offsetText(value: unknown): string | undefined {
@@ -120,10 +119,7 @@ function decideResponse(partitions: readonly EventPartition[], payload: unknown)
     const offset = offsetText(identifier.offset);
     const partition = byKey.get(identifier.partition);
     if (offset === undefined || partition === undefined || !partition.offsets.includes(offset)) {
-      return nothing(
-        partitions,
-        `itemIdentifier ${JSON.stringify(identifier)} names a partition/offset that is not in the event`,
-      );
+      return nothing(partitions, `itemIdentifier ${JSON.stringify(identifier)} names a partition/offset that is not in the event`);
     }
     const value = BigInt(offset);
     const current = lowest.get(partition.key);

@@ -221,7 +221,12 @@ export class PipelineProgress {
    * its partition is that batch redelivered: it keeps its start and counts the attempt up.
    * `highWatermark` (from the fetch) gives the partition's lag before a lag reading does.
    */
-  attemptStarted(batch: { readonly partition: number; readonly firstOffset: string; readonly lastOffset: string; readonly highWatermark?: string }): InFlightBatch {
+  attemptStarted(batch: {
+    readonly partition: number;
+    readonly firstOffset: string;
+    readonly lastOffset: string;
+    readonly highWatermark?: string;
+  }): InFlightBatch {
     const at = this.now();
     const previous = this.inFlight.get(batch.partition);
     const same = previous !== undefined && previous.firstOffset === batch.firstOffset;
@@ -388,11 +393,18 @@ export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBou
     failure,
   });
   const name = snapshot.pipeline;
-  if (snapshot.ended === 'failed') return verdict('FAILED', [`${name}: failed${snapshot.lastError ? `: ${snapshot.lastError.message}` : ''}`]);
+  if (snapshot.ended === 'failed')
+    return verdict('FAILED', [`${name}: failed${snapshot.lastError ? `: ${snapshot.lastError.message}` : ''}`]);
   if (snapshot.ended === 'stopped') return verdict('STOPPED', [`${name}: stopped`]);
   if (snapshot.paused) return verdict('PAUSED', []);
-  const crashes = snapshot.crashesSinceFetch > 0 ? `, ${snapshot.crashesSinceFetch} consumer crashes since (last: ${snapshot.lastError?.message ?? 'unknown'})` : '';
-  const fetchAge = snapshot.lastFetchAt === undefined ? `no fetch completed since the start ${seconds(notFetchingMs)} ago` : `no fetch completed for ${seconds(notFetchingMs)}`;
+  const crashes =
+    snapshot.crashesSinceFetch > 0
+      ? `, ${snapshot.crashesSinceFetch} consumer crashes since (last: ${snapshot.lastError?.message ?? 'unknown'})`
+      : '';
+  const fetchAge =
+    snapshot.lastFetchAt === undefined
+      ? `no fetch completed since the start ${seconds(notFetchingMs)} ago`
+      : `no fetch completed for ${seconds(notFetchingMs)}`;
   if (notFetchingMs > bounds.fetchFailAfterMs) {
     const cause = `${fetchAge}${crashes} (STORAGE_FETCH_FAIL_AFTER_MS=${bounds.fetchFailAfterMs})`;
     return verdict('FAILED', [`${name}: ${cause}`], cause);
@@ -403,9 +415,14 @@ export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBou
   const stalled: string[] = [];
   for (const partition of snapshot.partitions) {
     const stall = stallOf(snapshot, partition, now);
-    if (stall > bounds.stallAfterMs) stalled.push(`partition ${partition.partition}: lag ${partition.lag} and no stored batch for ${seconds(stall)}`);
+    if (stall > bounds.stallAfterMs)
+      stalled.push(`partition ${partition.partition}: lag ${partition.lag} and no stored batch for ${seconds(stall)}`);
   }
-  if (oldestInFlight !== undefined && now - oldestInFlight.startedAt > bounds.stallAfterMs && !stalled.some((line) => line.startsWith(`partition ${oldestInFlight.partition}:`))) {
+  if (
+    oldestInFlight !== undefined &&
+    now - oldestInFlight.startedAt > bounds.stallAfterMs &&
+    !stalled.some((line) => line.startsWith(`partition ${oldestInFlight.partition}:`))
+  ) {
     stalled.push(`partition ${oldestInFlight.partition}: batch in flight for ${seconds(now - oldestInFlight.startedAt)}`);
   }
   if (stalled.length > 0) {
@@ -420,11 +437,19 @@ export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBou
 /** `topic 3 offsets 100..199, attempt 2, 35 s old, last error: ...`: a batch in one phrase. */
 export function describeBatch(batch: InFlightBatch, now: number = Date.now()): string {
   const error = batch.lastError === undefined ? '' : `, last error: ${batch.lastError.message}`;
-  return `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}, ${seconds(now - batch.startedAt)} old${error}`;
+  return (
+    `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}, ` +
+    `${seconds(now - batch.startedAt)} old${error}`
+  );
 }
 
 /** The JSON fields every log line about a batch carries (docs/operations.md). */
-export function batchFields(batch: { readonly topic: string; readonly partition: number; readonly firstOffset: string; readonly lastOffset: string }): {
+export function batchFields(batch: {
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: string;
+  readonly lastOffset: string;
+}): {
   topic: string;
   partition: number;
   first_offset: string;

@@ -57,7 +57,8 @@ export function databaseProblem(error: unknown): string {
 
 /** `ok`, or why a pipeline's database does not answer its invoker's ping within the limit. */
 async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings): Promise<string> {
-  if (invoker?.ping === undefined) return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
+  if (invoker?.ping === undefined)
+    return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -97,7 +98,14 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
   names.forEach((name, index) => {
     const { snapshot, verdict } = views[index] as PipelineView;
     const database = databases[index] as string;
-    pipelines[name] = { state: verdict.state, ready: verdict.ready, joined: snapshot.inGroup, failed: verdict.state === 'FAILED', paused: snapshot.paused, database };
+    pipelines[name] = {
+      state: verdict.state,
+      ready: verdict.ready,
+      joined: snapshot.inGroup,
+      failed: verdict.state === 'FAILED',
+      paused: snapshot.paused,
+      database,
+    };
     missing.push(...verdict.causes);
     if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
   });

@@ -26,10 +26,11 @@ const RELAYED_SIGINT_MS = 500;
  * first, so a port that is taken fails the start before anything connects, and it answers
  * until the host has stopped. The first SIGTERM or SIGINT stops the host gracefully
  * (in-flight batches finish and commit within the shutdown timeout; exit 0); a second one
- * gives up at once (exit 1), except a SIGINT within {@link RELAYED_SIGINT_MS} of the first. The handlers are installed explicitly, so this also works as
- * PID 1 in a container, where the kernel would otherwise ignore SIGTERM. Before all that, the
- * installed kafkajs is checked (host/kafkajs/index.ts): a version other than the pinned one, or
- * one that would lose record headers, rejects with a `KafkajsIncompatibleError`.
+ * gives up at once (exit 1), except a SIGINT within {@link RELAYED_SIGINT_MS} of the first.
+ * The handlers are installed explicitly, so this also works as PID 1 in a container, where
+ * the kernel would otherwise ignore SIGTERM. Before all that, the installed kafkajs is checked
+ * (host/kafkajs/index.ts): a version other than the pinned one, or one that would lose record
+ * headers, rejects with a `KafkajsIncompatibleError`.
  */
 export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {
   const logger: CoreLogger = options.logger ?? createHostLogger();

@@ -115,11 +115,14 @@ function readControlToken(env: Environment): string | undefined {
   if (raw === undefined || raw === '') return undefined;
   if (raw.length < MIN_CONTROL_TOKEN_LENGTH) {
     throw new ConfigurationError(
-      `STORAGE_HTTP_CONTROL_TOKEN is too short (${raw.length} characters): it must have at least ${MIN_CONTROL_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`,
+      `STORAGE_HTTP_CONTROL_TOKEN is too short (${raw.length} characters): it must have at least ${MIN_CONTROL_TOKEN_LENGTH} (e.g. ` +
+        `openssl rand -hex 32)`,
     );
   }
   if (!/^[\x21-\x7e]+$/.test(raw)) {
-    throw new ConfigurationError('STORAGE_HTTP_CONTROL_TOKEN must be printable ASCII without spaces (it travels in an Authorization header)');
+    throw new ConfigurationError(
+      'STORAGE_HTTP_CONTROL_TOKEN must be printable ASCII without spaces (it travels in an Authorization header)',
+    );
   }
   return raw;
 }
@@ -187,11 +190,18 @@ function readSasl(env: Environment): KafkaSettings['sasl'] {
     // IAM credentials come from the default AWS provider chain; a user name here is a mistake.
     if (credentialsSet) {
       throw new ConfigurationError(
-        'KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM=aws-msk-iam takes its credentials from the AWS provider chain; unset them',
+        'KAFKA_SASL_USERNAME/KAFKA_SASL_PASSWORD are set but KAFKA_SASL_MECHANISM=aws-msk-iam takes its credentials from the AWS ' +
+          'provider chain; unset them',
       );
     }
-    const region = readVariable(env, 'KAFKA_AWS_REGION', awsRegion, readVariable(env, 'AWS_REGION', awsRegion, readVariable(env, 'AWS_DEFAULT_REGION', awsRegion, '')));
-    if (region === '') throw new ConfigurationError('KAFKA_AWS_REGION is required with KAFKA_SASL_MECHANISM=aws-msk-iam (or set AWS_REGION)');
+    const region = readVariable(
+      env,
+      'KAFKA_AWS_REGION',
+      awsRegion,
+      readVariable(env, 'AWS_REGION', awsRegion, readVariable(env, 'AWS_DEFAULT_REGION', awsRegion, '')),
+    );
+    if (region === '')
+      throw new ConfigurationError('KAFKA_AWS_REGION is required with KAFKA_SASL_MECHANISM=aws-msk-iam (or set AWS_REGION)');
     return { mechanism, region };
   }
   return {
@@ -206,9 +216,7 @@ function readKafka(env: Environment): KafkaSettings {
     env,
     'KAFKA_BROKERS',
     listVariable.pipe(
-      z
-        .array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'each broker must be host:port'))
-        .min(1, 'must name at least one broker'),
+      z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, 'each broker must be host:port')).min(1, 'must name at least one broker'),
     ),
   );
   const sasl = readSasl(env);
@@ -289,7 +297,8 @@ export function loadProgressSettings(env: Environment = process.env): ProgressSe
   const fetchFailAfterMs = readVariable(env, 'STORAGE_FETCH_FAIL_AFTER_MS', positiveMs(1_000, 86_400_000), 300_000);
   if (fetchFailAfterMs <= fetchUnreadyAfterMs) {
     throw new ConfigurationError(
-      `STORAGE_FETCH_FAIL_AFTER_MS=${fetchFailAfterMs} must be longer than STORAGE_FETCH_UNREADY_AFTER_MS=${fetchUnreadyAfterMs}: a pipeline is first not ready, then failed`,
+      `STORAGE_FETCH_FAIL_AFTER_MS=${fetchFailAfterMs} must be longer than STORAGE_FETCH_UNREADY_AFTER_MS=${fetchUnreadyAfterMs}: a ` +
+        `pipeline is first not ready, then failed`,
     );
   }
   const lagIntervalMs = readVariable(env, 'STORAGE_LAG_INTERVAL_MS', positiveMs(100, 3_600_000), 15_000);
@@ -316,7 +325,8 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
   // Without the switch a reported failure counts as success: the batch would be lost (docs/design.md section 3).
   if (storage.failureResponse === 'report' && !reportBatchItemFailures) {
     throw new ConfigurationError(
-      'STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true: otherwise a reported failure counts as success and the batch is lost',
+      'STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true: otherwise a reported failure counts as success ' +
+        'and the batch is lost',
     );
   }
   const invoke = readInvoke(env, storage.selectedPipelines);
@@ -326,7 +336,8 @@ export function loadHostSettings(env: Environment = process.env): HostSettings {
   if (invoke.mode === 'in-process' && maxPollIntervalMs < attemptMs) {
     throw new ConfigurationError(
       `STORAGE_MAX_POLL_INTERVAL_MS=${maxPollIntervalMs} is the deadline of every batch, shorter than the ${attemptMs} ms one database ` +
-        'attempt may need (STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 2 s): no batch could ever be stored; raise it or lower those timeouts',
+        'attempt may need (STORAGE_DB_CONNECT_TIMEOUT_MS + STORAGE_DB_STATEMENT_TIMEOUT_MS + 2 s): no batch could ever be stored; raise ' +
+        'it or lower those timeouts',
     );
   }
   const settings: HostSettings = {

@@ -98,7 +98,10 @@ export async function handlePipelinesRequest(
 ): Promise<boolean> {
   const path = (request.url ?? '/').split('?')[0] ?? '/';
   if (path !== PIPELINES_PATH && !path.startsWith(`${PIPELINES_PATH}/`)) return false;
-  const parts = path.slice(PIPELINES_PATH.length).split('/').filter((part) => part !== '');
+  const parts = path
+    .slice(PIPELINES_PATH.length)
+    .split('/')
+    .filter((part) => part !== '');
   const method = request.method ?? 'GET';
   const read = method === 'GET' || method === 'HEAD';
 
@@ -112,7 +115,10 @@ export async function handlePipelinesRequest(
   const name = decodeURIComponent(rawName ?? '');
   const control = action === 'pause' || action === 'resume';
   if (rest.length > 0 || (action !== 'status' && !control)) {
-    send(response, 404, { error: 'not found', paths: ['GET /pipelines', 'GET /pipelines/{pipeline}/status', 'PUT /pipelines/{pipeline}/pause', 'PUT /pipelines/{pipeline}/resume'] });
+    send(response, 404, {
+      error: 'not found',
+      paths: ['GET /pipelines', 'GET /pipelines/{pipeline}/status', 'PUT /pipelines/{pipeline}/pause', 'PUT /pipelines/{pipeline}/resume'],
+    });
     return true;
   }
   if (control) {
@@ -126,7 +132,12 @@ export async function handlePipelinesRequest(
       return true;
     }
     if (!bearerMatches(request.headers.authorization, controlToken)) {
-      send(response, 401, { error: 'a valid Authorization: Bearer <STORAGE_HTTP_CONTROL_TOKEN> header is required' }, { 'www-authenticate': 'Bearer realm="storage-consumer"' });
+      send(
+        response,
+        401,
+        { error: 'a valid Authorization: Bearer <STORAGE_HTTP_CONTROL_TOKEN> header is required' },
+        { 'www-authenticate': 'Bearer realm="storage-consumer"' },
+      );
       return true;
     }
   } else if (!read) {
@@ -138,7 +149,10 @@ export async function handlePipelinesRequest(
     return true;
   }
   if (!isPipelineName(name) || !target.pipelines.includes(name)) {
-    send(response, 404, { error: `unknown pipeline ${JSON.stringify(name)}: this host runs ${target.pipelines.join(', ')}`, pipelines: target.pipelines });
+    send(response, 404, {
+      error: `unknown pipeline ${JSON.stringify(name)}: this host runs ${target.pipelines.join(', ')}`,
+      pipelines: target.pipelines,
+    });
     return true;
   }
   if (!control) {

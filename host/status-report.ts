@@ -93,13 +93,20 @@ export interface ProgressFacts {
     readonly attempt: number;
     readonly lastError: KeptError | undefined;
   }>;
-  readonly partitions: ReadonlyArray<{ readonly partition: number; readonly committed: string | undefined; readonly lastStoredAt: number | undefined }>;
+  readonly partitions: ReadonlyArray<{
+    readonly partition: number;
+    readonly committed: string | undefined;
+    readonly lastStoredAt: number | undefined;
+  }>;
   readonly lastError: KeptError | undefined;
 }
 
 /** Everything one status answer is made of. */
 export interface StatusInputs {
-  /** The pipeline's progress record; `undefined` where the host keeps none yet: batch and error fields are then left out, never shown as null. */
+  /**
+   * The pipeline's progress record; `undefined` where the host keeps none yet: batch and error
+   * fields are then left out, never shown as null.
+   */
   readonly progress: ProgressFacts | undefined;
   readonly pipeline: PipelineName;
   readonly topic: string;
@@ -138,7 +145,11 @@ const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).
 
 function statusError(error: KeptError | undefined): StatusError | null {
   if (error === undefined) return null;
-  return { message: redactConnectionDetails(error.message), trace: error.stack === undefined ? null : redactConnectionDetails(error.stack), at: new Date(error.at).toISOString() };
+  return {
+    message: redactConnectionDetails(error.message),
+    trace: error.stack === undefined ? null : redactConnectionDetails(error.stack),
+    at: new Date(error.at).toISOString(),
+  };
 }
 
 /** Builds the status document from its inputs (pure). */
@@ -148,12 +159,21 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
   const owners = new Map<number, OwnerStatus>();
   for (const member of position?.members ?? []) {
     for (const partition of member.partitions) {
-      owners.set(partition, { member_id: member.memberId, client_id: member.clientId, host: member.clientHost, this_host: member.memberId === inputs.memberId });
+      owners.set(partition, {
+        member_id: member.memberId,
+        client_id: member.clientId,
+        host: member.clientHost,
+        this_host: member.memberId === inputs.memberId,
+      });
     }
   }
   const known = new Map((progress?.partitions ?? []).map((entry) => [entry.partition, entry]));
   const inFlight = new Map((progress?.inFlight ?? []).map((batch) => [batch.partition, batch]));
-  const numbers = new Set<number>([...(position?.partitions.map((entry) => entry.partition) ?? []), ...known.keys(), ...(progress?.assignment ?? [])]);
+  const numbers = new Set<number>([
+    ...(position?.partitions.map((entry) => entry.partition) ?? []),
+    ...known.keys(),
+    ...(progress?.assignment ?? []),
+  ]);
   const partitions = [...numbers]
     .sort((a, b) => a - b)
     .map((partition): PartitionStatus => {

@@ -133,7 +133,12 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   // health check and `/healthz` agree from the first moment (a long migration included).
   const bounds = settings.progress;
   const records = settings.storage.selectedPipelines.map(
-    (name) => new PipelineProgress({ pipeline: name, topic: settings.storage.pipelines[name].topic, group: settings.storage.pipelines[name].group }),
+    (name) =>
+      new PipelineProgress({
+        pipeline: name,
+        topic: settings.storage.pipelines[name].topic,
+        group: settings.storage.pipelines[name].group,
+      }),
   );
   const heartbeatMaxAgeMs = defaultMaxAgeMs(settings.heartbeat.intervalMs, settings.pollTimeoutMs);
   const unwatch = records.map((progress, index) =>
@@ -210,7 +215,11 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         const first = await Promise.race([started, stopRequested, failed]);
         if (first === 'started') {
           enter('Running', {
-            pipelines: pipelines.map((name) => ({ name, topic: settings.storage.pipelines[name].topic, group: settings.storage.pipelines[name].group })),
+            pipelines: pipelines.map((name) => ({
+              name,
+              topic: settings.storage.pipelines[name].topic,
+              group: settings.storage.pipelines[name].group,
+            })),
             invokeMode: settings.invoke.mode,
           });
           reportRunning(true);
@@ -227,8 +236,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     if (failure) {
       const batch = failure instanceof PipelineFailedError && failure.batch ? batchFields(failure.batch) : {};
       enter('Failing', { error: failure.message, ...batch, cause: failure.cause === undefined ? undefined : String(failure.cause) });
-    }
-    else enter('Stopping', { reason: stopReason });
+    } else enter('Stopping', { reason: stopReason });
     const stopped = Promise.allSettled(consumers.map((consumer) => consumer.stop())).then(() => 'stopped' as const);
     const outcome = await Promise.race([stopped, after(settings.shutdownTimeoutMs)]);
     if (outcome === 'timeout') {
@@ -276,7 +284,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
       const age = snapshot.lastBeatAt === undefined ? null : now - snapshot.lastBeatAt;
       pipelines[snapshot.pipeline] = { state: verdict.state, heartbeatAgeMs: age };
       if (age === null) missing.push(`${snapshot.pipeline}: no heartbeat written yet`);
-      else if (age > heartbeatMaxAgeMs) missing.push(`${snapshot.pipeline}: heartbeat ${age} ms old (limit ${heartbeatMaxAgeMs} ms; ${verdict.state})`);
+      else if (age > heartbeatMaxAgeMs)
+        missing.push(`${snapshot.pipeline}: heartbeat ${age} ms old (limit ${heartbeatMaxAgeMs} ms; ${verdict.state})`);
     }
     return { alive: missing.length === 0, state, maxAgeMs: heartbeatMaxAgeMs, pipelines, missing };
   };
@@ -300,7 +309,9 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readLag = async (): Promise<void> => {
     if (kafka === undefined || lagClosed) return;
     const admin = await connectedAdmin();
-    const positions = await Promise.all(settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])));
+    const positions = await Promise.all(
+      settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])),
+    );
     if (lagClosed) return;
     positions.forEach((position, index) =>
       records[index]?.lagRead(position.partitions.map(({ partition, lag: value }) => ({ partition, lag: Number(value) }))),
@@ -319,14 +330,20 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
       if (reading !== undefined || lagClosed) return;
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${bounds.lagTimeoutMs} ms (STORAGE_LAG_TIMEOUT_MS)`)), bounds.lagTimeoutMs);
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${bounds.lagTimeoutMs} ms (STORAGE_LAG_TIMEOUT_MS)`)),
+          bounds.lagTimeoutMs,
+        );
         timer.unref();
       });
       const attempt = readLag();
       void Promise.race([attempt, timeout])
         .then(() => (warned = false))
         .catch((error: unknown) => {
-          if (!warned) logger.warn('cannot read the consumer lag from the broker; /metrics shows the last reading and its age', { error: String(error) });
+          if (!warned)
+            logger.warn('cannot read the consumer lag from the broker; /metrics shows the last reading and its age', {
+              error: String(error),
+            });
           warned = true;
         })
         .finally(() => clearTimeout(timer));
@@ -345,7 +362,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     let timer: NodeJS.Timeout | undefined;
     try {
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the broker did not answer within ${STATUS_KAFKA_TIMEOUT_MS} ms`)), STATUS_KAFKA_TIMEOUT_MS);
+        timer = setTimeout(
+          () => reject(new Error(`the broker did not answer within ${STATUS_KAFKA_TIMEOUT_MS} ms`)),
+          STATUS_KAFKA_TIMEOUT_MS,
+        );
       });
       return await Promise.race([connectedAdmin().then((admin) => groupPosition(admin, settings.storage.pipelines[name])), timeout]);
     } catch (error) {
@@ -356,7 +376,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
   const pipelinesApi: PipelinesTarget = {
     pipelines: settings.storage.selectedPipelines,
-    summaries: () => progress().map(({ snapshot, verdict }) => ({ pipeline: snapshot.pipeline, state: verdict.state, paused: snapshot.paused })),
+    summaries: () =>
+      progress().map(({ snapshot, verdict }) => ({ pipeline: snapshot.pipeline, state: verdict.state, paused: snapshot.paused })),
     async status(name) {
       const group = await groupView(name);
       // Read after the broker answered: the record as it is when the answer leaves.

@@ -98,7 +98,6 @@ export interface PipelineConsumerOptions {
   readonly progress: PipelineProgress;
 }
 
-
 /**
  * The host's event source mapping for one pipeline (docs/design.md section 3, "The host on kafkajs"):
  * one consumer in the pipeline's group, auto-commit and auto-resolve off; each polled batch is
@@ -134,7 +133,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       retries: 5,
       restartOnFailure: async (error) => {
         const restart = !stopping && failure === undefined;
-        if (restart) logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
+        if (restart)
+          logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
         return restart;
       },
     },
@@ -206,7 +206,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     const { partition, baseOffset, lastOffset } = unreadable.location;
     const reason = unreadable.cause instanceof Error ? unreadable.cause.message : String(unreadable.cause);
     fail(
-      `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ${reason}; ` +
+      `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ` +
+        `${reason}; ` +
         `if Kafka's own clients cannot read it either, step over it with: ${skipCommand(pipeline.name, partition, lastOffset)}`,
       payload.error,
       { topic: pipeline.topic, partition, firstOffset: baseOffset, lastOffset },
@@ -312,7 +313,9 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         logger.error('failure report honoured although STORAGE_REPORT_BATCH_ITEM_FAILURES is off', {
           pipeline: pipeline.name,
           reportedFailures: decision.reportedWithoutSwitch,
-          why: 'on AWS a mapping without ReportBatchItemFailures counts this report as success and loses the batch: switch it on wherever the function reports failures',
+          why:
+            'on AWS a mapping without ReportBatchItemFailures counts this report as success and loses the batch: switch it on ' +
+            'wherever the function reports failures',
           partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
         });
       }

@@ -158,8 +158,7 @@ async function describeWith(admin: Admin, topics: readonly string[]): Promise<To
     const existing = new Set(await admin.listTopics());
     const present = topics.filter((topic) => existing.has(topic));
     try {
-      const metadata =
-        present.length === 0 ? [] : (await admin.fetchTopicMetadata({ topics: [...new Set(present)] })).topics;
+      const metadata = present.length === 0 ? [] : (await admin.fetchTopicMetadata({ topics: [...new Set(present)] })).topics;
       return topics.map((topic) => ({
         topic,
         partitions: metadata.find((entry) => entry.name === topic)?.partitions.length ?? null,

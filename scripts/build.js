@@ -52,5 +52,8 @@ if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLTo
   const { values } = parseArgs({ options: { outdir: { type: 'string' } } });
   const outdir = values.outdir === undefined ? undefined : path.resolve(values.outdir);
   const files = await buildDist(outdir);
-  console.log(`built ${files.filter((file) => file.endsWith('.js')).join(', ')} in ${path.relative(process.cwd(), outdir ?? path.join(root, 'dist')) || '.'}`);
+  console.log(
+    `built ${files.filter((file) => file.endsWith('.js')).join(', ')} in ` +
+      `${path.relative(process.cwd(), outdir ?? path.join(root, 'dist')) || '.'}`,
+  );
 }

@@ -88,13 +88,24 @@ function appStatsEvents(): Record<string, KafkaEvent> {
       MSK,
     ),
     'app-stats-unknown-app': buildKafkaEvent(
-      [r(0, 120, { package_name: 'com.example.unregistered', crawled_at: '2026-11-30T09:00:00Z' }), r(0, 121, weatherStats('2026-11-30T09:00:00Z'))],
+      [
+        r(0, 120, { package_name: 'com.example.unregistered', crawled_at: '2026-11-30T09:00:00Z' }),
+        r(0, 121, weatherStats('2026-11-30T09:00:00Z')),
+      ],
       MSK,
     ),
     'app-stats-legacy': buildKafkaEvent(
       [
         // The scraper's raw objects, from before the contract: dead-lettered by design.
-        r(1, 220, { appId: 'com.example.weather', title: 'Weather', score: 4.31, ratings: 182734, installs: '10,000,000+', realInstalls: 14532118, updated: 1763733780 }),
+        r(1, 220, {
+          appId: 'com.example.weather',
+          title: 'Weather',
+          score: 4.31,
+          ratings: 182734,
+          installs: '10,000,000+',
+          realInstalls: 14532118,
+          updated: 1763733780,
+        }),
         r(1, 221, { appId: 'com.example.notes', score: 4.1, ratings: 1200, reviews: 310, histogram: [1, 2, 3, 4, 5], free: true }),
       ],
       MSK,
@@ -125,8 +136,25 @@ function reviewsEvents(): Record<string, KafkaEvent> {
     reviews: buildKafkaEvent(
       [
         r(0, 1000, review('gp:AOqpTOEx3k1s9QeV', 'com.example.weather'), 'gp:AOqpTOEx3k1s9QeV'),
-        r(1, 2000, review('gp:notes-0001', 'com.example.notes', { user_name: 'Ali R.', content: 'Syncs fine. 👍', score: 5, thumbs_up_count: 2 }), 'gp:notes-0001'),
-        r(2, 3000, review('gp:chess-0001', 'com.example.chess', { user_name: null, content: null, score: 1, thumbs_up_count: 0, reply_content: 'Fixed in 2.1', replied_at: '2026-11-29T10:00:00+01:00' }), 'gp:chess-0001'),
+        r(
+          1,
+          2000,
+          review('gp:notes-0001', 'com.example.notes', { user_name: 'Ali R.', content: 'Syncs fine. 👍', score: 5, thumbs_up_count: 2 }),
+          'gp:notes-0001',
+        ),
+        r(
+          2,
+          3000,
+          review('gp:chess-0001', 'com.example.chess', {
+            user_name: null,
+            content: null,
+            score: 1,
+            thumbs_up_count: 0,
+            reply_content: 'Fixed in 2.1',
+            replied_at: '2026-11-29T10:00:00+01:00',
+          }),
+          'gp:chess-0001',
+        ),
       ],
       SELF_MANAGED,
     ),
@@ -136,14 +164,27 @@ function reviewsEvents(): Record<string, KafkaEvent> {
         r(0, 1011, review('gp:weather-0003', 'com.example.weather', { score: 0 })), // score below 1
         r(0, 1012, review('gp:weather-0004', 'com.example.weather', { thumbs_up_count: -1 })),
         r(1, 2010, Buffer.from('{"review_id": "gp:x", "content": "caf\xe9"}', 'latin1')), // Latin-1, not UTF-8
-        r(1, 2011, `{"review_id": "gp:notes-0002", "package_name": "com.example.notes", "content": "nul \\u0000 inside", "score": 2, "thumbs_up_count": 0, "reviewed_at": "2026-11-28T19:44:02Z", "last_synced_at": "2026-11-30T06:00:00Z"}`),
-        r(2, 3010, `{"review_id": "gp:chess-0002", "package_name": "com.example.chess", "content": "lone \\ud800 surrogate", "score": 2, "thumbs_up_count": 0, "reviewed_at": "2026-11-28T19:44:02Z", "last_synced_at": "2026-11-30T06:00:00Z"}`),
+        r(
+          1,
+          2011,
+          `{"review_id": "gp:notes-0002", "package_name": "com.example.notes", "content": "nul \\u0000 inside", "score": 2, ` +
+            `"thumbs_up_count": 0, "reviewed_at": "2026-11-28T19:44:02Z", "last_synced_at": "2026-11-30T06:00:00Z"}`,
+        ),
+        r(
+          2,
+          3010,
+          `{"review_id": "gp:chess-0002", "package_name": "com.example.chess", "content": "lone \\ud800 surrogate", "score": 2, ` +
+            `"thumbs_up_count": 0, "reviewed_at": "2026-11-28T19:44:02Z", "last_synced_at": "2026-11-30T06:00:00Z"}`,
+        ),
         r(2, 3011, review('gp:chess-0003', 'com.example.chess', { score: 5, reviewed_at: '2026-11-29T08:00:00Z' })),
       ],
       SELF_MANAGED,
     ),
     'reviews-unknown-app': buildKafkaEvent(
-      [r(0, 1020, review('gp:unregistered-0001', 'com.example.unregistered')), r(0, 1021, review('gp:weather-0005', 'com.example.weather'))],
+      [
+        r(0, 1020, review('gp:unregistered-0001', 'com.example.unregistered')),
+        r(0, 1021, review('gp:weather-0005', 'com.example.weather')),
+      ],
       SELF_MANAGED,
     ),
     'reviews-legacy': buildKafkaEvent(
@@ -178,7 +219,17 @@ function reviewsEvents(): Record<string, KafkaEvent> {
     'reviews-stale-update': buildKafkaEvent(
       [
         r(0, 1040, review('gp:AOqpTOEx3k1s9QeV', 'com.example.weather', { thumbs_up_count: 3, last_synced_at: '2026-11-29T06:02:11Z' })),
-        r(1, 2040, review('gp:notes-0001', 'com.example.notes', { user_name: 'Ali R.', content: 'Syncs fine. 👍', score: 5, thumbs_up_count: 42, last_synced_at: '2026-12-01T06:00:00Z' })),
+        r(
+          1,
+          2040,
+          review('gp:notes-0001', 'com.example.notes', {
+            user_name: 'Ali R.',
+            content: 'Syncs fine. 👍',
+            score: 5,
+            thumbs_up_count: 42,
+            last_synced_at: '2026-12-01T06:00:00Z',
+          }),
+        ),
       ],
       SELF_MANAGED,
     ),
@@ -200,7 +251,11 @@ function networkMetricsEvents(): Record<string, KafkaEvent> {
     'network-metrics': buildKafkaEvent(
       [
         r(0, 10, capture('9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b', 'com.example.weather'), '9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b'),
-        r(2, 20, capture('1c6e2b7a-0d3f-4a8e-9b5c-7d2e1f0a3b4c', 'com.example.chess', { duration_ms: 30000, protocols: null, avg_rtt_ms: null })),
+        r(
+          2,
+          20,
+          capture('1c6e2b7a-0d3f-4a8e-9b5c-7d2e1f0a3b4c', 'com.example.chess', { duration_ms: 30000, protocols: null, avg_rtt_ms: null }),
+        ),
       ],
       MSK,
     ),
@@ -215,11 +270,22 @@ function networkMetricsEvents(): Record<string, KafkaEvent> {
       MSK,
     ),
     'network-metrics-unknown-app': buildKafkaEvent(
-      [r(0, 13, capture('5a0c6f1e-4b7d-4ec0-9f90-1b6c5d4e7f80', 'com.example.unregistered')), r(0, 14, capture('6b1d7a2f-5c8e-4fd1-8a01-2c7d6e5f8091', 'com.example.weather'))],
+      [
+        r(0, 13, capture('5a0c6f1e-4b7d-4ec0-9f90-1b6c5d4e7f80', 'com.example.unregistered')),
+        r(0, 14, capture('6b1d7a2f-5c8e-4fd1-8a01-2c7d6e5f8091', 'com.example.weather')),
+      ],
       MSK,
     ),
     'network-metrics-legacy': buildKafkaEvent(
-      [r(1, 32, { analysisId: '7c2e8b3a-6d9f-4ae2-9b12-3d8e7f6a9102', packageName: 'com.example.weather', capturedAt: '2026-11-30T09:15:00Z', durationMs: 60000, packets: 8412 })],
+      [
+        r(1, 32, {
+          analysisId: '7c2e8b3a-6d9f-4ae2-9b12-3d8e7f6a9102',
+          packageName: 'com.example.weather',
+          capturedAt: '2026-11-30T09:15:00Z',
+          durationMs: 60000,
+          packets: 8412,
+        }),
+      ],
       MSK,
     ),
     'network-metrics-duplicates': buildKafkaEvent(
@@ -243,7 +309,12 @@ const CASES: { readonly [N in PipelineName]?: () => Record<string, KafkaEvent> }
 /** A pipeline's `<name>.json`: its spec's sample message, once per partition (shared/pipelines.ts). */
 function specEvents(name: PipelineName): Record<string, KafkaEvent> {
   const { topic, sample } = PIPELINES[name];
-  return { [name]: buildKafkaEvent([0, 1, 2].map((partition) => record(topic, partition, 0, sample())), MSK) };
+  return {
+    [name]: buildKafkaEvent(
+      [0, 1, 2].map((partition) => record(topic, partition, 0, sample())),
+      MSK,
+    ),
+  };
 }
 
 /** Every sample event, by file name (without `.json`): every pipeline's, in order. */

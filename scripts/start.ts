@@ -98,7 +98,8 @@ async function main(): Promise<number> {
     say('Send messages: npm run produce:sample   (good and bad ones; watch rows and dead letters appear)');
     say(`Look:        psql "${url}" -c 'SELECT review_id, score FROM reviews'`);
     say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
-    if (settings.http.port !== 0) say(`Health:      http://127.0.0.1:${settings.http.port}/readyz   metrics: http://127.0.0.1:${settings.http.port}/metrics`);
+    if (settings.http.port !== 0)
+      say(`Health:      http://127.0.0.1:${settings.http.port}/readyz   metrics: http://127.0.0.1:${settings.http.port}/metrics`);
     say('Stop:        Ctrl-C');
     say('');
     return await runHost(settings, { logger });

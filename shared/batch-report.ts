@@ -58,5 +58,10 @@ export function batchPlaceFields(
   const [first] = records;
   if (first === undefined || records.some((record) => record.topic !== first.topic || record.partition !== first.partition)) return {};
   const offsets = records.map((record) => record.offset);
-  return { topic: first.topic, partition: first.partition, first_offset: String(Math.min(...offsets)), last_offset: String(Math.max(...offsets)) };
+  return {
+    topic: first.topic,
+    partition: first.partition,
+    first_offset: String(Math.min(...offsets)),
+    last_offset: String(Math.max(...offsets)),
+  };
 }

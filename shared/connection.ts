@@ -68,11 +68,7 @@ function destroySocket(client: pg.PoolClient): void {
  *   error, or the deadline, it is destroyed (a client whose query timed out may still have that
  *   query running on its connection, and must never serve the next batch).
  */
-export async function withClient<T>(
-  pool: pg.Pool,
-  timeLeftMs: number,
-  work: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
+export async function withClient<T>(pool: pg.Pool, timeLeftMs: number, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   let client: pg.PoolClient | undefined;
   let expired: AttemptDeadlineError | undefined;
   let onExpiry: ((error: AttemptDeadlineError) => void) | undefined;

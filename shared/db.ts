@@ -37,12 +37,7 @@ export function connectionConfig(settings: DatabaseSettings, overrides: Partial<
  * (a connection that stops answering fails instead of hanging). Idle-client errors (a server
  * restart) are logged, never crash the process: the next checkout gets a fresh connection.
  */
-export function createPool(
-  settings: DatabaseSettings,
-  logger: CoreLogger,
-  name: string,
-  overrides: Partial<pg.PoolConfig> = {},
-): pg.Pool {
+export function createPool(settings: DatabaseSettings, logger: CoreLogger, name: string, overrides: Partial<pg.PoolConfig> = {}): pg.Pool {
   const pool = new pg.Pool({
     ...connectionConfig(settings),
     max: settings.poolMax,

@@ -60,8 +60,8 @@ export function deadLetterRow(letter: DeadLetter, invocationId: string | null = 
   const keepWhole = letter.rejection.reason === 'unknown_application';
   const truncated = !keepWhole && size > DEAD_LETTER_PAYLOAD_LIMIT;
   // Every detail passes the one sanitiser: no NUL (TEXT cannot hold it), no lone surrogate, short.
-  const detail = sanitizeDetail(letter.rejection.detail) +
-    (truncated ? ` [payload truncated to ${DEAD_LETTER_PAYLOAD_LIMIT} of ${size} bytes]` : '');
+  const detail =
+    sanitizeDetail(letter.rejection.detail) + (truncated ? ` [payload truncated to ${DEAD_LETTER_PAYLOAD_LIMIT} of ${size} bytes]` : '');
   return {
     pipeline: letter.pipeline,
     record: letter.record,
@@ -138,11 +138,7 @@ export async function insertDeadLetters(
  * (the retry then meets its own letters as conflicts). A letter stored by another invocation
  * (a replay, a redelivery) is not among them. One probe of the identity index per letter.
  */
-export async function lettersStoredBy(
-  client: Queryable,
-  letters: readonly DeadLetter[],
-  invocationId: string,
-): Promise<DeadLetter[]> {
+export async function lettersStoredBy(client: Queryable, letters: readonly DeadLetter[], invocationId: string): Promise<DeadLetter[]> {
   if (letters.length === 0) return [];
   const rows = letters.map((letter) => deadLetterRow(letter));
   const result = await client.query<{ position: string }>(

@@ -22,9 +22,12 @@ export const booleanVariable = z
   .transform((value) => value === 'true' || value === '1' || value === 'yes');
 
 /** A comma-separated list; blanks dropped. */
-export const listVariable = z
-  .string()
-  .transform((value) => value.split(',').map((item) => item.trim()).filter((item) => item.length > 0));
+export const listVariable = z.string().transform((value) =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item.length > 0),
+);
 
 /**
  * Reads one variable through a schema, or returns `fallback` when it is unset or empty.

@@ -137,7 +137,12 @@ function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecor
     value: value.bytes,
     headers: toHeaders(raw.headers),
     ...(value.malformed
-      ? { rejection: { reason: 'invalid_encoding', detail: `the event carries the value as ${Array.isArray(raw.value) ? 'an array' : typeof raw.value}, not a base64 string` } }
+      ? {
+          rejection: {
+            reason: 'invalid_encoding',
+            detail: `the event carries the value as ${Array.isArray(raw.value) ? 'an array' : typeof raw.value}, not a base64 string`,
+          },
+        }
       : {}),
   };
 }

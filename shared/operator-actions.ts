@@ -79,7 +79,8 @@ export function resolveActor(env: Environment): string {
  */
 export async function recordOperatorAction(client: Queryable, action: OperatorAction): Promise<OperatorActionEntry> {
   const result = await client.query<{ id: string; time: Date }>(
-    'INSERT INTO operator_actions (actor, command, arguments, outcome) VALUES ($1, $2, $3::jsonb, $4::jsonb) RETURNING id::text AS id, time',
+    'INSERT INTO operator_actions (actor, command, arguments, outcome) VALUES ($1, $2, $3::jsonb, $4::jsonb) RETURNING id::text AS id, ' +
+      'time',
     [action.actor, action.command, JSON.stringify(action.arguments), JSON.stringify(action.outcome)],
   );
   const row = result.rows[0];

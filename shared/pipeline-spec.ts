@@ -39,8 +39,7 @@ export interface LambdaDeployment {
  * `verify`, the dashboard, the sample events, the chaos harness and the tests derive from it
  * (docs/design.md, "adding a pipeline").
  */
-export interface PipelineSpec<M extends { readonly package_name: string }, N extends string = string>
-  extends PipelineDefinition<M, N> {
+export interface PipelineSpec<M extends { readonly package_name: string }, N extends string = string> extends PipelineDefinition<M, N> {
   /** The default topic (`STORAGE_TOPIC_<PIPELINE>` on the host). */
   readonly topic: string;
   /** docs/design.md section 1's consumer group id; stages may prefix it (shared/stages.ts). */

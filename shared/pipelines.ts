@@ -114,7 +114,8 @@ const reviews: PipelineSpec<ReviewMessage, 'reviews'> = {
       columns: REVIEW_UPDATED_COLUMNS,
       where: 'EXCLUDED.last_synced_at > reviews.last_synced_at',
       keepWhere:
-        "input.last_synced_at > COALESCE((SELECT stored.last_synced_at FROM reviews AS stored WHERE stored.review_id = input.review_id), '-infinity')",
+        'input.last_synced_at > COALESCE((SELECT stored.last_synced_at FROM reviews AS stored WHERE stored.review_id = ' +
+        "input.review_id), '-infinity')",
     },
   },
   naturalKey: (row) => row.message.review_id,

@@ -148,11 +148,7 @@ const upsertIsolatingRefused: RowWrite = async (client, definition, rows, option
  * time zone set inside it, so a pooler passes them), resolve, bind, dedupe, then dead letters
  * and rows (written by `writeRows`), `beforeCommit`, COMMIT.
  */
-async function writeBatch<M extends Message>(
-  client: pg.PoolClient,
-  batch: Batch<M>,
-  writeRows: RowWrite,
-): Promise<Written> {
+async function writeBatch<M extends Message>(client: pg.PoolClient, batch: Batch<M>, writeRows: RowWrite): Promise<Written> {
   const { runtime, definition, messages } = batch;
   const database = runtime.settings.database;
   const sent = { prepared: database.preparedStatements };

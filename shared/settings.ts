@@ -82,9 +82,7 @@ function readSelectedPipelines(env: Environment): PipelineName[] {
   const names = readVariable(env, 'STORAGE_PIPELINES', listVariable, [...PIPELINE_NAMES]);
   const unknown = names.filter((name) => !isPipelineName(name));
   if (unknown.length > 0) {
-    throw new ConfigurationError(
-      `STORAGE_PIPELINES names unknown pipeline(s) ${unknown.join(', ')}; known: ${PIPELINE_NAMES.join(', ')}`,
-    );
+    throw new ConfigurationError(`STORAGE_PIPELINES names unknown pipeline(s) ${unknown.join(', ')}; known: ${PIPELINE_NAMES.join(', ')}`);
   }
   if (names.length === 0) throw new ConfigurationError('STORAGE_PIPELINES selects no pipeline');
   return [...new Set(names.filter(isPipelineName))];
@@ -114,7 +112,12 @@ export function loadSettings(env: Environment = process.env): Settings {
         undefined as DatabaseSettings['ssl'],
       ),
       preparedStatements: readVariable(env, 'STORAGE_DB_PREPARED_STATEMENTS', booleanVariable, false),
-      migrationLockTimeoutMs: readVariable(env, 'STORAGE_MIGRATION_LOCK_TIMEOUT_MS', integerVariable(100, 86_400_000), DEFAULT_LOCK_TIMEOUT_MS),
+      migrationLockTimeoutMs: readVariable(
+        env,
+        'STORAGE_MIGRATION_LOCK_TIMEOUT_MS',
+        integerVariable(100, 86_400_000),
+        DEFAULT_LOCK_TIMEOUT_MS,
+      ),
     },
     retry: {
       retries: readVariable(env, 'STORAGE_DB_RETRY_ATTEMPTS', integerVariable(0, 20), 5),

@@ -45,7 +45,10 @@ interface Pending {
 const nowMs = (): number => Number(process.hrtime.bigint()) / 1e6;
 
 /** Starts the proxy; resolves with its port and a function that closes it. */
-export async function startDelayProxy(target: { host: string; port: number }, delayMs: number): Promise<{ port: number; close(): Promise<void> }> {
+export async function startDelayProxy(
+  target: { host: string; port: number },
+  delayMs: number,
+): Promise<{ port: number; close(): Promise<void> }> {
   const clock = new Worker(CLOCK, { eval: true });
   clock.unref();
   const queue: Pending[] = [];
@@ -123,7 +126,9 @@ export async function startDelayProxy(target: { host: string; port: number }, de
 }
 
 if (process.argv[1] && import.meta.filename === (await import('node:fs')).realpathSync(process.argv[1])) {
-  const { values } = parseArgs({ options: { target: { type: 'string', default: '127.0.0.1:5432' }, 'delay-ms': { type: 'string', default: '0.5' } } });
+  const { values } = parseArgs({
+    options: { target: { type: 'string', default: '127.0.0.1:5432' }, 'delay-ms': { type: 'string', default: '0.5' } },
+  });
   const at = values.target.lastIndexOf(':');
   const delayMs = Number(values['delay-ms']);
   if (at < 1 || !(delayMs >= 0)) throw new Error('usage: delay-proxy.ts --target HOST:PORT --delay-ms MS');

@@ -177,7 +177,8 @@ async function drain(
       }
       const problem = exited ?? (await failed());
       if (problem !== undefined) throw new Error(`${peer}: ${problem} at ${count} of ${setup.records} rows`);
-      if (now - began > setup.timeoutS * 1000) throw new Error(`${peer}: timeout: ${count} of ${setup.records} rows after ${setup.timeoutS} s`);
+      if (now - began > setup.timeoutS * 1000)
+        throw new Error(`${peer}: timeout: ${count} of ${setup.records} rows after ${setup.timeoutS} s`);
       if (now - lastLog > 5000) {
         setup.log(`${peer}: ${count} / ${setup.records} rows`);
         lastLog = now;
@@ -216,7 +217,11 @@ function run(command: string, args: readonly string[], cwd: string): Promise<voi
  * Maven Central into `cacheDir`, unless already there. Debezium serves no plugin archive for
  * the JDBC sink, so the connector jar's dependencies are copied (the kit's pom-plugin.xml).
  */
-export async function resolvePeerJars(cacheDir: string, versions: PeerVersions, log: (line: string) => void): Promise<{ lib: string; plugins: string }> {
+export async function resolvePeerJars(
+  cacheDir: string,
+  versions: PeerVersions,
+  log: (line: string) => void,
+): Promise<{ lib: string; plugins: string }> {
   const lib = join(cacheDir, 'lib');
   const plugins = join(cacheDir, 'plugins');
   const pluginDir = join(plugins, 'debezium-connector-jdbc');
@@ -224,7 +229,20 @@ export async function resolvePeerJars(cacheDir: string, versions: PeerVersions, 
   if (!existsSync(join(lib, `connect-runtime-${versions.kafkaConnect}.jar`))) {
     log(`resolving Kafka Connect ${versions.kafkaConnect} into ${lib}`);
     await rm(lib, { recursive: true, force: true });
-    await run('mvn', ['-q', '-B', '-f', join(KIT, 'pom.xml'), ...versionFlags, 'dependency:copy-dependencies', `-DoutputDirectory=${lib}`, '-DincludeScope=runtime'], cacheDir);
+    await run(
+      'mvn',
+      [
+        '-q',
+        '-B',
+        '-f',
+        join(KIT, 'pom.xml'),
+        ...versionFlags,
+        'dependency:copy-dependencies',
+        `-DoutputDirectory=${lib}`,
+        '-DincludeScope=runtime',
+      ],
+      cacheDir,
+    );
   }
   const connectorJar = join(pluginDir, `debezium-connector-jdbc-${versions.debezium}.jar`);
   const complete = join(pluginDir, '.complete');
@@ -233,11 +251,21 @@ export async function resolvePeerJars(cacheDir: string, versions: PeerVersions, 
     await rm(plugins, { recursive: true, force: true });
     await run(
       'mvn',
-      ['-q', '-B', '-f', join(KIT, 'pom-plugin.xml'), ...versionFlags, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${pluginDir}`],
+      [
+        '-q',
+        '-B',
+        '-f',
+        join(KIT, 'pom-plugin.xml'),
+        ...versionFlags,
+        'dependency:copy-dependencies',
+        '-DincludeScope=runtime',
+        `-DoutputDirectory=${pluginDir}`,
+      ],
       cacheDir,
     );
     for (const jar of await readdir(pluginDir)) if (WORKER_PROVIDED.test(jar)) await rm(join(pluginDir, jar));
-    if (!(await readdir(pluginDir)).some((jar) => jar.startsWith('postgresql-'))) throw new Error('the Debezium JDBC sink resolved without a PostgreSQL driver');
+    if (!(await readdir(pluginDir)).some((jar) => jar.startsWith('postgresql-')))
+      throw new Error('the Debezium JDBC sink resolved without a PostgreSQL driver');
     await writeFile(complete, `${versions.debezium}\n`);
   }
   return { lib, plugins };
@@ -288,7 +316,8 @@ export async function drainDebezium(setup: DrainSetup, options: DebeziumOptions)
     URL_PARAMS: options.mode === 'rewrite' ? '?reWriteBatchedInserts=true' : '',
     UNNEST: String(options.mode === 'unnest'),
   });
-  if (/@[A-Z_]+@/.test(worker.replace(/^#.*$/gm, '') + connector.replace(/^#.*$/gm, ''))) throw new Error('a placeholder of the Connect properties was left unfilled');
+  if (/@[A-Z_]+@/.test(worker.replace(/^#.*$/gm, '') + connector.replace(/^#.*$/gm, '')))
+    throw new Error('a placeholder of the Connect properties was left unfilled');
   await writeFile(join(runDir, 'worker.properties'), worker);
   await writeFile(join(runDir, 'jdbc-sink.properties'), connector);
   const logFile = join(runDir, 'connect.log');

@@ -46,7 +46,23 @@ const WORDS = (
   'subscription price expensive worth every penny cannot open videos loading forever'
 ).split(' ');
 const EXTRAS = ['👍', '😡', 'très bien', 'عالی است', 'sehr gut', 'ñandú', '★★★★★', 'спасибо'];
-const NAMES = ['Ana', 'Reza', 'John Smith', 'Maria G.', 'Sara', 'Ali', 'Chen Wei', 'Fatemeh', 'Lukas', 'Priya K.', 'A Google user', 'Tom', 'Olga', 'Mehdi R.', 'Yuki'];
+const NAMES = [
+  'Ana',
+  'Reza',
+  'John Smith',
+  'Maria G.',
+  'Sara',
+  'Ali',
+  'Chen Wei',
+  'Fatemeh',
+  'Lukas',
+  'Priya K.',
+  'A Google user',
+  'Tom',
+  'Olga',
+  'Mehdi R.',
+  'Yuki',
+];
 const SCORES = [5, 5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 3, 3, 2, 1, 1, 1, 1]; // J-shaped like real stores
 const CRAWL_MS = Date.UTC(2026, 10, 30, 6, 0, 0);
 const DAY_MS = 86_400_000;
@@ -140,7 +156,13 @@ export interface Produced {
  * Produces `records` reviews in `format` to `topic`, which must exist (3 partitions), with the
  * default partitioner (by key), acks=all, 1000 per send, 4 sends in flight.
  */
-export async function produceReviews(brokers: readonly string[], topic: string, format: WireFormat, records: number, seed = 42): Promise<Produced> {
+export async function produceReviews(
+  brokers: readonly string[],
+  topic: string,
+  format: WireFormat,
+  records: number,
+  seed = 42,
+): Promise<Produced> {
   const kafka = new Kafka({ clientId: 'peer-bench-producer', brokers: [...brokers], logLevel: logLevel.WARN });
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
   await producer.connect();

@@ -12,9 +12,16 @@ const DEFAULT_LIMIT = 100;
 function outcomeText(entry: OperatorActionEntry): string {
   const parts: string[] = [];
   const { counts, partitions, skipped } = entry.outcome;
-  if (counts) parts.push(Object.entries(counts).map(([name, value]) => `${name} ${value}`).join(', '));
-  if (partitions && partitions.length > 0) parts.push(partitions.map((p) => `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}`).join(' '));
-  if (skipped && skipped.length > 0) parts.push(`skipped ${skipped.map((range) => `p${range.partition} [${range.from}, ${range.to})`).join(' ')}`);
+  if (counts)
+    parts.push(
+      Object.entries(counts)
+        .map(([name, value]) => `${name} ${value}`)
+        .join(', '),
+    );
+  if (partitions && partitions.length > 0)
+    parts.push(partitions.map((p) => `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}`).join(' '));
+  if (skipped && skipped.length > 0)
+    parts.push(`skipped ${skipped.map((range) => `p${range.partition} [${range.from}, ${range.to})`).join(' ')}`);
   for (const [key, value] of Object.entries(entry.outcome)) {
     if (!['counts', 'partitions', 'skipped', 'groups', 'digest', 'ids'].includes(key)) parts.push(`${key} ${JSON.stringify(value)}`);
   }
@@ -41,8 +48,11 @@ writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
     if (!parsed) return EXIT.ok;
     const since = parsed.values.since === undefined ? undefined : parseSince(parsed.values.since, '--since');
     const limitText = parsed.values.limit ?? String(DEFAULT_LIMIT);
-    if (!/^\d+$/.test(limitText) || Number(limitText) < 1) throw new UsageError(`--limit must be a whole number >= 1, got ${JSON.stringify(limitText)}`);
-    const entries = await withDatabase(io, ({ pool }) => listOperatorActions(pool, { ...(since ? { since } : {}), limit: Number(limitText) }));
+    if (!/^\d+$/.test(limitText) || Number(limitText) < 1)
+      throw new UsageError(`--limit must be a whole number >= 1, got ${JSON.stringify(limitText)}`);
+    const entries = await withDatabase(io, ({ pool }) =>
+      listOperatorActions(pool, { ...(since ? { since } : {}), limit: Number(limitText) }),
+    );
     if (parsed.values.json === true) {
       io.stdout(renderJson({ entries: entries.map((entry) => ({ ...entry, time: entry.time.toISOString() })) }));
       return EXIT.ok;

@@ -30,10 +30,13 @@ ${FILTER_HELP}
     if (!parsed) return EXIT.ok;
     const filter = { ...parseFilter(parsed.values), pendingOnly: parsed.values.pending === true };
     const limit = parsed.values.limit === undefined ? DEFAULT_LIMIT : Number(parsed.values.limit);
-    if (!Number.isSafeInteger(limit) || limit < 1) throw new UsageError(`--limit must be a positive whole number, got ${parsed.values.limit}`);
+    if (!Number.isSafeInteger(limit) || limit < 1)
+      throw new UsageError(`--limit must be a positive whole number, got ${parsed.values.limit}`);
     const { total, letters } = await withDatabase(io, ({ pool }) => listDeadLetters(pool, filter, limit));
     if (parsed.values.json === true) {
-      io.stdout(renderJson({ total, shown: letters.length, letters: letters.map((letter) => ({ ...letter, truncated: isTruncated(letter) })) }));
+      io.stdout(
+        renderJson({ total, shown: letters.length, letters: letters.map((letter) => ({ ...letter, truncated: isTruncated(letter) })) }),
+      );
       return EXIT.ok;
     }
     io.stdout(

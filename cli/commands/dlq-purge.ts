@@ -67,7 +67,8 @@ ${FILTER_HELP}
       throw new UsageError('give exactly one of --older-than (e.g. --older-than 30d) and --before (an instant)');
     }
     const now = Date.now();
-    const before = olderThan !== undefined ? new Date(now - parseDuration(olderThan, '--older-than')) : parseInstant(values.before ?? '', '--before');
+    const before =
+      olderThan !== undefined ? new Date(now - parseDuration(olderThan, '--older-than')) : parseInstant(values.before ?? '', '--before');
     if (now - before.getTime() < MIN_PURGE_AGE_MS) {
       throw new UsageError(
         olderThan !== undefined
@@ -76,7 +77,8 @@ ${FILTER_HELP}
       );
     }
     const expected = values.expect === undefined ? undefined : EXPECT.exec(values.expect);
-    if (expected === null) throw new UsageError(`--expect must be <count>:<12 hex digits> as the preview prints it, got ${JSON.stringify(values.expect)}`);
+    if (expected === null)
+      throw new UsageError(`--expect must be <count>:<12 hex digits> as the preview prints it, got ${JSON.stringify(values.expect)}`);
     const confirmed = values.yes === true;
     if (expected !== undefined && !confirmed) throw new UsageError('--expect goes with --yes');
     const filter = parseFilter(values);
@@ -138,7 +140,10 @@ ${FILTER_HELP}
     io.stdout(keptLines(kept, selection));
     if (confirmed) io.stdout(`audit entry ${auditId ?? '?'} written\n`);
     else if (set.total === 0) io.stdout('nothing was deleted\n');
-    else io.stdout(`nothing was deleted; to delete exactly these ${set.total}, run:\n  ${command} --expect ${set.total}:${set.digest} --yes\n`);
+    else
+      io.stdout(
+        `nothing was deleted; to delete exactly these ${set.total}, run:\n  ${command} --expect ${set.total}:${set.digest} --yes\n`,
+      );
     return EXIT.ok;
   },
 };
@@ -150,8 +155,10 @@ function keptLines(kept: PendingKept, selection: PurgeSelection): string {
   if (plain > 0) text += `kept ${plain} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`;
   if (kept.redrivable > 0) {
     text +=
-      `kept ${kept.redrivable} pending ${REDRIVABLE_REASONS.join(' / ')} dead letter(s) of that age: each is the only copy of a valid message; ` +
-      `re-drive them (dlq redrive), or name the reason (--reason R${selection.includePending ? '' : ' --include-pending'}) to delete them\n`;
+      `kept ${kept.redrivable} pending ${REDRIVABLE_REASONS.join(' / ')} dead letter(s) of that age: each is the only copy of a valid ` +
+      `message; ` +
+      `re-drive them (dlq redrive), or name the reason (--reason R${selection.includePending ? '' : ' --include-pending'}) to delete ` +
+      `them\n`;
   }
   return text;
 }

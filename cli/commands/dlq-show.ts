@@ -85,10 +85,15 @@ size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is
     io.stdout(lines.map(([label, value]) => `${`${label}:`.padEnd(width + 2)}${value}\n`).join(''));
     if (shown.violations !== null) {
       const { total, kept } = shown.violations;
-      io.stdout(`violations (${total}${kept.length < total ? `, the first ${kept.length} kept` : ''}):\n${kept.map((violation) => `  - ${violation}\n`).join('')}`);
+      const which = kept.length < total ? `, the first ${kept.length} kept` : '';
+      io.stdout(`violations (${total}${which}):\n${kept.map((violation) => `  - ${violation}\n`).join('')}`);
     }
     const payload = shown.payload;
-    io.stdout(payload === null ? 'payload: (null)\n' : `payload (${payload.encoding === 'utf8' ? 'UTF-8 text' : 'hex: not valid UTF-8'}):\n${payload.text}\n`);
+    io.stdout(
+      payload === null
+        ? 'payload: (null)\n'
+        : `payload (${payload.encoding === 'utf8' ? 'UTF-8 text' : 'hex: not valid UTF-8'}):\n${payload.text}\n`,
+    );
     return EXIT.ok;
   },
 };

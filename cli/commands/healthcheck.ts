@@ -43,7 +43,10 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
   } else if (healthy) {
     io.stdout(`healthy: ${url} answered 200\n`);
   } else {
-    const missing = typeof body === 'object' && body !== null && Array.isArray((body as { missing?: unknown }).missing) ? ((body as { missing: unknown[] }).missing as unknown[]) : [];
+    const missing =
+      typeof body === 'object' && body !== null && Array.isArray((body as { missing?: unknown }).missing)
+        ? ((body as { missing: unknown[] }).missing as unknown[])
+        : [];
     io.stdout(`unhealthy: ${url} answered ${status}\n${missing.map((line) => `  ${String(line)}\n`).join('')}`);
   }
   return healthy ? EXIT.ok : EXIT.failed;
@@ -89,7 +92,8 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
     const heartbeat = loadHeartbeatSettings(io.env);
     const pipelines = loadSettings(io.env).selectedPipelines;
     const rawMaxAge = parsed.values['max-age'];
-    const maxAgeMs = rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
+    const maxAgeMs =
+      rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
     if (maxAgeMs <= 0) throw new UsageError('--max-age must be longer than 0');
     const problems = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs });
     if (parsed.values.json === true) {

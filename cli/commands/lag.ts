@@ -21,8 +21,12 @@ function renderPartitions(partitions: readonly PartitionPosition[]): string {
 
 /** One group's heading line: pipeline, group, topic, state, members, total lag. */
 export function groupHeading(position: GroupPosition): string {
-  const members = position.members.length === 0 ? 'no members' : position.members.map((member) => `${member.clientId}@${member.clientHost}`).join(', ');
-  return `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s) (${members}), lag ${position.lag}\n`;
+  const members =
+    position.members.length === 0 ? 'no members' : position.members.map((member) => `${member.clientId}@${member.clientHost}`).join(', ');
+  return (
+    `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s) ` +
+    `(${members}), lag ${position.lag}\n`
+  );
 }
 
 /** `lag`: where each pipeline's consumer group stands. */

@@ -5,6 +5,7 @@ import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError } from '../command.js';
 import { renderJson } from '../output.js';
+import { cliLogLine } from '../context.js';
 
 /** `migrate`: applies the pending SQL migrations. */
 export const migrate: Command = {
@@ -33,8 +34,7 @@ difference, e.g. "table network_metrics is missing though migration 0003 is reco
     const settings = loadSettings(io.env);
     const directory = io.env.STORAGE_MIGRATIONS_DIR || undefined;
     const connection = migrationConnection(settings.database);
-    const line = (level: string, message: string, extra?: object) =>
-      io.stderr(`${JSON.stringify({ level, message, timestamp: new Date().toISOString(), service: 'storage-consumer', component: 'cli', ...extra })}\n`);
+    const line = (level: string, message: string, extra?: object) => io.stderr(cliLogLine(level, message, extra));
     const report = await runMigrations({
       ...connection,
       directory,

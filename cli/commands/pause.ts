@@ -9,7 +9,14 @@ import { parsePipeline } from './pipeline-option.js';
 
 /** The pause or resume as JSON: the row now, and whether it was paused before. */
 function resultJson({ pause, previous }: PauseChangeResult) {
-  return { pipeline: pause.pipeline, paused: pause.paused, was_paused: previous?.paused ?? false, by: pause.by, at: pause.at.toISOString(), reason: pause.reason };
+  return {
+    pipeline: pause.pipeline,
+    paused: pause.paused,
+    was_paused: previous?.paused ?? false,
+    by: pause.by,
+    at: pause.at.toISOString(),
+    reason: pause.reason,
+  };
 }
 
 /** What every host does with the change, said once for both commands. */
@@ -35,7 +42,8 @@ async function change(command: Command, args: readonly string[], io: CliIo, paus
       ? `${pipeline} paused by ${pause.by} at ${pause.at.toISOString()}${why}${already}.\n` +
           `Each host finishes and commits its batch in flight, then fetches nothing and stays in the group; ${EFFECT}.\n` +
           `The Lambda functions do not read this: on AWS disable the event source mapping (docs/operations.md).\n`
-      : `${pipeline} resumed by ${pause.by} at ${pause.at.toISOString()}${why}${already}.\nEach host fetches again from the committed offsets; ${EFFECT}.\n`,
+      : `${pipeline} resumed by ${pause.by} at ${pause.at.toISOString()}${why}${already}.\nEach host fetches again from the committed ` +
+          `offsets; ${EFFECT}.\n`,
   );
   return EXIT.ok;
 }

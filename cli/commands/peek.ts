@@ -48,12 +48,18 @@ function inspect(pipeline: keyof typeof PIPELINES, record: KafkaRecord) {
     value: bytesView(record.value),
     contract: verdict.ok
       ? { verdict: 'stored', fields: verdict.message }
-      : { verdict: 'dead-lettered', reason: verdict.rejection?.reason, detail: verdict.rejection?.detail, violations: verdict.rejection?.violations },
+      : {
+          verdict: 'dead-lettered',
+          reason: verdict.rejection?.reason,
+          detail: verdict.rejection?.detail,
+          violations: verdict.rejection?.violations,
+        },
   };
 }
 
 function renderRecord(view: ReturnType<typeof inspect>): string {
-  const show = (bytes: ReturnType<typeof bytesView>) => (bytes === null ? '(null)' : bytes.encoding === 'hex' ? `hex ${bytes.text}` : bytes.text);
+  const show = (bytes: ReturnType<typeof bytesView>) =>
+    bytes === null ? '(null)' : bytes.encoding === 'hex' ? `hex ${bytes.text}` : bytes.text;
   const lines = [
     `${view.topic}-${view.partition}@${view.offset}`,
     `  timestamp  ${view.timestamp ?? '-'} (${view.timestampType ?? '-'})`,
@@ -65,7 +71,11 @@ function renderRecord(view: ReturnType<typeof inspect>): string {
   ];
   if (view.contract.verdict === 'stored') {
     lines.push('  contract   valid: the pipeline would store (if its package_name is registered) these fields:');
-    lines.push(...JSON.stringify(view.contract.fields, null, 2).split('\n').map((line) => `    ${line}`));
+    lines.push(
+      ...JSON.stringify(view.contract.fields, null, 2)
+        .split('\n')
+        .map((line) => `    ${line}`),
+    );
   } else {
     lines.push(`  contract   dead letter: reason ${view.contract.reason}, detail: ${view.contract.detail}`);
     for (const violation of view.contract.violations?.kept ?? []) lines.push(`    - ${violation}`);
@@ -107,7 +117,8 @@ Exit 1 when the partition or offset does not exist.
     const name = parsePipeline(parsed.positionals[0], '<pipeline>');
     if (name === undefined) throw new UsageError('<pipeline> is required');
     const { partition: partitionText, offset: offsetText, count: countText = String(DEFAULT_COUNT) } = parsed.values;
-    if (partitionText === undefined || !WHOLE_NUMBER.test(partitionText)) throw new UsageError('--partition N is required (a partition number)');
+    if (partitionText === undefined || !WHOLE_NUMBER.test(partitionText))
+      throw new UsageError('--partition N is required (a partition number)');
     if (offsetText === undefined || !WHOLE_NUMBER.test(offsetText)) throw new UsageError('--offset X is required (an offset)');
     if (!WHOLE_NUMBER.test(countText) || Number(countText) < 1 || Number(countText) > MAX_COUNT) {
       throw new UsageError(`--count must be 1 to ${MAX_COUNT}, got ${JSON.stringify(countText)}`);
@@ -124,11 +135,15 @@ Exit 1 when the partition or offset does not exist.
     try {
       const ends = await admin.fetchTopicOffsets(topic);
       const range = ends.find((candidate) => candidate.partition === partition);
-      if (range === undefined) throw new RefusedError(`topic ${topic} has no partition ${partition} (partitions ${ends.map((end) => end.partition).join(', ')})`);
+      if (range === undefined)
+        throw new RefusedError(`topic ${topic} has no partition ${partition} (partitions ${ends.map((end) => end.partition).join(', ')})`);
       const start = BigInt(range.low);
       const end = BigInt(range.high);
       if (offset < start || offset >= end) {
-        throw new RefusedError(`partition ${partition} of ${topic} holds offsets ${start} to ${end - 1n}${end === start ? ' (it is empty)' : ''}: there is no record at offset ${offset}`);
+        throw new RefusedError(
+          `partition ${partition} of ${topic} holds offsets ${start} to ${end - 1n}${end === start ? ' (it is empty)' : ''}: there is ` +
+            `no record at offset ${offset}`,
+        );
       }
       const wanted = Number(BigInt(Math.min(Number(countText), Number(end - offset))));
       messages = await readRecords(kafka, groupId, topic, partition, offset, wanted);

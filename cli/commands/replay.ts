@@ -27,11 +27,15 @@ const WHOLE_NUMBER = /^\d+$/;
 function parseTarget(to: string | undefined, toOffset: string | undefined, partition: number | undefined): ReplayTarget {
   if (to !== undefined && toOffset !== undefined) throw new UsageError('give --to or --to-offset, not both');
   if (toOffset !== undefined) {
-    if (!WHOLE_NUMBER.test(toOffset)) throw new UsageError(`--to-offset must be an offset (a whole number), got ${JSON.stringify(toOffset)}`);
+    if (!WHOLE_NUMBER.test(toOffset))
+      throw new UsageError(`--to-offset must be an offset (a whole number), got ${JSON.stringify(toOffset)}`);
     if (partition === undefined) throw new UsageError('--to-offset needs --partition: an offset belongs to one partition');
     return { kind: 'offset', offset: BigInt(toOffset) };
   }
-  if (to === undefined) throw new UsageError('--to is required: earliest, latest, an ISO timestamp or a duration ago such as 24h (or --partition N --to-offset X)');
+  if (to === undefined)
+    throw new UsageError(
+      '--to is required: earliest, latest, an ISO timestamp or a duration ago such as 24h (or --partition N --to-offset X)',
+    );
   if (to === 'earliest' || to === 'latest') return { kind: to };
   return { kind: 'timestamp', at: parseSince(to, '--to') };
 }
@@ -77,7 +81,9 @@ function targetOffsets(
 ): Map<number, bigint> {
   const chosen = position.partitions.filter((candidate) => partition === undefined || candidate.partition === partition);
   if (chosen.length === 0) {
-    throw new RefusedError(`topic ${position.topic} has no partition ${partition} (partitions ${position.partitions.map((p) => p.partition).join(', ')})`);
+    throw new RefusedError(
+      `topic ${position.topic} has no partition ${partition} (partitions ${position.partitions.map((p) => p.partition).join(', ')})`,
+    );
   }
   const targets = new Map<number, bigint>();
   for (const { partition: number, start, end } of chosen) {
@@ -93,7 +99,10 @@ function targetOffsets(
       offset = found < 0n || found > end ? end : found;
     }
     if (offset < start || offset > end) {
-      throw new RefusedError(`offset ${offset} is outside partition ${number} of ${position.topic}: it holds offsets ${start} to ${end} (the end); nothing was changed`);
+      throw new RefusedError(
+        `offset ${offset} is outside partition ${number} of ${position.topic}: it holds offsets ${start} to ${end} (the end); nothing ` +
+          `was changed`,
+      );
     }
     targets.set(number, offset);
   }
@@ -142,7 +151,8 @@ async function replayGroup(
   const before = await groupPosition(admin, pipeline);
   const steps = planReplay(before, targetOffsets(before, request.target, request.partition, byTime));
   const skips = steps.some((step) => step.skipped > 0n);
-  const missing = before.members.length === 0 && before.partitions.every((partition) => partition.committed === null) && before.state === 'Dead';
+  const missing =
+    before.members.length === 0 && before.partitions.every((partition) => partition.committed === null) && before.state === 'Dead';
   const refusal =
     missing && !request.createGroup
       ? missingGroupRefusal(before)
@@ -248,9 +258,22 @@ ${STAGE_OPTION.help}
           const entry = await recordOperatorAction(pool, {
             actor: resolveActor(io.env),
             command: 'replay',
-            arguments: { pipeline: name, group: before.group, topic: before.topic, to: targetJson(target), partition: partition ?? null, allowSkip, createGroup },
+            arguments: {
+              pipeline: name,
+              group: before.group,
+              topic: before.topic,
+              to: targetJson(target),
+              partition: partition ?? null,
+              allowSkip,
+              createGroup,
+            },
             outcome: {
-              partitions: steps.map((step) => ({ topic: before.topic, partition: step.partition, before: step.before?.toString() ?? null, after: step.after.toString() })),
+              partitions: steps.map((step) => ({
+                topic: before.topic,
+                partition: step.partition,
+                before: step.before?.toString() ?? null,
+                after: step.after.toString(),
+              })),
               skipped: steps
                 .filter((step) => step.skipped > 0n)
                 .map((step) => ({
@@ -293,11 +316,7 @@ ${STAGE_OPTION.help}
     } else {
       if (refusal !== undefined) io.stdout(`${dryRun ? 'dry run: would be refused' : 'refused'}: ${refusal}\n\n`);
       const verb =
-        after !== undefined
-          ? 'reset'
-          : refusal !== undefined
-            ? 'plan, not applied: reset'
-            : 'dry run, nothing changed: would reset';
+        after !== undefined ? 'reset' : refusal !== undefined ? 'plan, not applied: reset' : 'dry run, nothing changed: would reset';
       io.stdout(`${groupHeading(before)}${verb} to ${describeTarget(target)}:\n${renderSteps(steps)}`);
       if (auditId !== undefined) io.stdout(`audit entry ${auditId} written\n`);
     }

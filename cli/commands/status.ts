@@ -55,9 +55,13 @@ function hostLines(host: PipelineView['host']): string {
     const batch = partition.in_flight;
     if (batch === null || batch === undefined) continue;
     const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
-    lines.push(`    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, since ${batch.started_at}${error}`);
+    lines.push(
+      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, ` +
+        `since ${batch.started_at}${error}`,
+    );
   }
-  if (!host.partitions.some((partition) => partition.in_flight !== null && partition.in_flight !== undefined)) lines.push('    in flight: none');
+  if (!host.partitions.some((partition) => partition.in_flight !== null && partition.in_flight !== undefined))
+    lines.push('    in flight: none');
   lines.push(`    last error: ${host.last_error ? `${host.last_error.at} ${host.last_error.message}` : 'none'}`);
   return `${lines.join('\n')}\n`;
 }
@@ -70,7 +74,11 @@ function renderView(view: PipelineView, pauseError: string | undefined): string 
     position.members.length === 0
       ? '  members: none\n'
       : `  members:\n${position.members
-          .map((member) => `    ${member.memberId} (${memberName(member.clientId, member.clientHost)}): partitions ${member.partitions.length === 0 ? 'none' : member.partitions.join(', ')}`)
+          .map(
+            (member) =>
+              `    ${member.memberId} (${memberName(member.clientId, member.clientHost)}): partitions ` +
+              `${member.partitions.length === 0 ? 'none' : member.partitions.join(', ')}`,
+          )
           .join('\n')}\n`;
   const table = renderTable(
     [
@@ -83,7 +91,8 @@ function renderView(view: PipelineView, pauseError: string | undefined): string 
     position.partitions,
   );
   return (
-    `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s), lag ${position.lag}\n` +
+    `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s), lag ` +
+    `${position.lag}\n` +
     `  ${pauseLine(view.pause, pauseError)}\n${members}${hostLines(view.host)}${table
       .split('\n')
       .map((line) => (line === '' ? line : `  ${line}`))
@@ -99,7 +108,12 @@ function viewJson(view: PipelineView, pauseError: string | undefined) {
     pause:
       pauseError !== undefined
         ? { error: pauseError }
-        : { paused: view.pause?.paused ?? false, by: view.pause?.by ?? null, at: view.pause?.at.toISOString() ?? null, reason: view.pause?.reason ?? null },
+        : {
+            paused: view.pause?.paused ?? false,
+            by: view.pause?.by ?? null,
+            at: view.pause?.at.toISOString() ?? null,
+            reason: view.pause?.reason ?? null,
+          },
     ...(view.host === undefined ? {} : { host: view.host }),
   };
 }
@@ -127,7 +141,8 @@ Exit code 1 when the pause state or the host could not be read (the rest is prin
     if (!parsed) return EXIT.ok;
     const named = parsePipeline(parsed.values.pipeline);
     const host = parsed.values.host;
-    if (host !== undefined && !/^https?:\/\/\S+$/.test(host)) throw new UsageError(`--host must be an http(s) URL such as http://127.0.0.1:9464, got ${JSON.stringify(host)}`);
+    if (host !== undefined && !/^https?:\/\/\S+$/.test(host))
+      throw new UsageError(`--host must be an http(s) URL such as http://127.0.0.1:9464, got ${JSON.stringify(host)}`);
     const positions = await withKafkaAdmin(io, ({ admin, settings }) =>
       Promise.all(pipelinesFor(settings, named).map((name) => groupPosition(admin, settings.pipelines[name]))),
     );

@@ -68,7 +68,10 @@ async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
   let drift: string[];
   let driftError: string | undefined;
   try {
-    drift = await findSchemaDrift(client, files.filter((file) => appliedVersions.has(file.version) && !mismatched.has(file.version)));
+    drift = await findSchemaDrift(
+      client,
+      files.filter((file) => appliedVersions.has(file.version) && !mismatched.has(file.version)),
+    );
   } catch (error) {
     drift = [];
     driftError = error instanceof Error ? error.message : String(error);
@@ -245,7 +248,8 @@ function formatThresholds(thresholds: LagThresholds): string {
 function lagThresholds(stage: string | undefined, maxLag: string | undefined): LagThresholds {
   if (stage !== undefined && maxLag !== undefined) throw new UsageError('--stage and --max-lag exclude each other');
   if (maxLag !== undefined) {
-    if (!/^\d+$/.test(maxLag) || !Number.isSafeInteger(Number(maxLag))) throw new UsageError(`--max-lag must be a whole number >= 0, got ${JSON.stringify(maxLag)}`);
+    if (!/^\d+$/.test(maxLag) || !Number.isSafeInteger(Number(maxLag)))
+      throw new UsageError(`--max-lag must be a whole number >= 0, got ${JSON.stringify(maxLag)}`);
     const limit = Number(maxLag);
     return Object.fromEntries(PIPELINE_NAMES.map((name) => [name, limit])) as Record<PipelineName, number>;
   }
@@ -255,6 +259,8 @@ function lagThresholds(stage: string | undefined, maxLag: string | undefined): L
 }
 
 /** `verify`: the stack end to end, step by step. */
+const DEFAULT_THRESHOLDS = `${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}`;
+
 export const verify: Command = {
   name: 'verify',
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
@@ -272,7 +278,7 @@ The pipelines are those of STORAGE_PIPELINES (all of them by default). Exit 0 on
 check holds, 1 when one failed.
 
   --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
-                offset-lag alarms; default thresholds ${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}
+                offset-lag alarms; default thresholds ${DEFAULT_THRESHOLDS}
   --max-lag N   one threshold for every group instead
   --json        the whole report as JSON
 `,

@@ -109,10 +109,7 @@ export function brokersFromEnv(env: NodeJS.ProcessEnv = process.env): string[] |
  * The entry point for tests and dev scripts: when `KAFKA_BROKERS` is set, uses that cluster and
  * starts nothing; otherwise starts a broker with `options`.
  */
-export async function ensureBroker(
-  options: BrokerOptions = {},
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<KafkaCluster> {
+export async function ensureBroker(options: BrokerOptions = {}, env: NodeJS.ProcessEnv = process.env): Promise<KafkaCluster> {
   const brokers = brokersFromEnv(env);
   if (brokers !== undefined) {
     options.log?.(`KAFKA_BROKERS is set: using ${brokers.join(',')}, starting no broker`);
@@ -133,9 +130,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
   }
   const log = options.log ?? (() => undefined);
   const distribution = await resolveKafka({ version: options.version, cacheDir: options.cacheDir, log });
-  const dataDir = options.ephemeral
-    ? await mkdtemp(join(tmpdir(), 'kafka-dev-'))
-    : resolve(options.dataDir ?? DEFAULT_DATA_DIR);
+  const dataDir = options.ephemeral ? await mkdtemp(join(tmpdir(), 'kafka-dev-')) : resolve(options.dataDir ?? DEFAULT_DATA_DIR);
   const propertiesFile = join(dataDir, PROPERTIES_FILE);
   const logFile = join(dataDir, LOG_FILE);
   const pidFile = join(dataDir, PID_FILE);
@@ -179,10 +174,9 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
   } catch (error) {
     const tail = await logTail(logFile);
     await stop();
-    throw new Error(
-      `Kafka broker on ${brokers[0]} did not start: ${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`,
-      { cause: error },
-    );
+    throw new Error(`Kafka broker on ${brokers[0]} did not start: ${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`, {
+      cause: error,
+    });
   }
   const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
   log(
@@ -196,10 +190,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
  * Stops the broker whose pid file is in `dataDir` (one started by any process, e.g. the CLI's
  * `start`). Resolves to the pid that was stopped, or undefined when none was running there.
  */
-export async function stopBroker(
-  dataDir: string = DEFAULT_DATA_DIR,
-  stopTimeoutMs = 30_000,
-): Promise<number | undefined> {
+export async function stopBroker(dataDir: string = DEFAULT_DATA_DIR, stopTimeoutMs = 30_000): Promise<number | undefined> {
   const running = await findBroker(resolve(dataDir));
   if (running !== undefined) await terminate(running.pid, stopTimeoutMs);
   await rm(join(resolve(dataDir), PID_FILE), { force: true });
@@ -299,7 +290,16 @@ async function launch(classpath: string, heapMb: number, dataDir: string): Promi
 async function formatStorage(classpath: string, propertiesFile: string, logFd: number, logFile: string): Promise<void> {
   const child = spawn(
     java(),
-    ['-Xmx256m', '-cp', classpath, 'kafka.tools.StorageTool', 'format', '--ignore-formatted', `--cluster-id=${clusterId()}`, `--config=${propertiesFile}`],
+    [
+      '-Xmx256m',
+      '-cp',
+      classpath,
+      'kafka.tools.StorageTool',
+      'format',
+      '--ignore-formatted',
+      `--cluster-id=${clusterId()}`,
+      `--config=${propertiesFile}`,
+    ],
     { stdio: ['ignore', logFd, logFd] },
   );
   const closed = new Promise<number | null>((resolve) => child.once('close', resolve));

@@ -27,7 +27,10 @@ export async function isAlive(pid: number): Promise<boolean> {
 /** The process's command line, or undefined where `/proc` does not tell (not Linux, or gone). */
 export async function commandLine(pid: number): Promise<string[] | undefined> {
   const raw = await readFile(`/proc/${pid}/cmdline`).catch(() => undefined);
-  return raw?.toString('utf8').split('\0').filter((part) => part !== '');
+  return raw
+    ?.toString('utf8')
+    .split('\0')
+    .filter((part) => part !== '');
 }
 
 /** Resolves true once `pid` has exited, false when `timeoutMs` passed first. */

@@ -78,7 +78,8 @@ export function snappyDecompress(buffer: Buffer): Buffer {
     if (offset + 4 > buffer.length) throw new RangeError(`truncated xerial snappy block length at byte ${offset}`);
     const length = buffer.readInt32BE(offset);
     offset += 4;
-    if (length < 0 || offset + length > buffer.length) throw new RangeError(`xerial snappy block of ${length} bytes at byte ${offset} overruns the batch`);
+    if (length < 0 || offset + length > buffer.length)
+      throw new RangeError(`xerial snappy block of ${length} bytes at byte ${offset} overruns the batch`);
     blocks.push(snappyUncompress(buffer.subarray(offset, offset + length), { asBuffer: true }) as Buffer);
     offset += length;
   }
@@ -102,7 +103,11 @@ export function snappyCompressXerial(buffer: Buffer): Buffer {
 }
 
 /** A kafkajs codec whose every decompression failure is an UnreadableBatchError naming it. */
-function codec(name: string, compress: (buffer: Buffer) => Promise<Buffer> | Buffer, decompress: (buffer: Buffer) => Promise<Buffer> | Buffer): () => KafkajsCodec {
+function codec(
+  name: string,
+  compress: (buffer: Buffer) => Promise<Buffer> | Buffer,
+  decompress: (buffer: Buffer) => Promise<Buffer> | Buffer,
+): () => KafkajsCodec {
   const instance: KafkajsCodec = {
     async compress(encoder) {
       return compress(encoder.buffer);
@@ -124,10 +129,22 @@ const refuse = (name: string) => () => {
 
 /** The codec table this module installs, by codec id (exported for tests). */
 export const PROJECT_CODECS: Readonly<Record<number, () => KafkajsCodec>> = {
-  [CompressionTypes.GZIP]: codec('gzip', (buffer) => gzip(buffer), (buffer) => unzip(buffer)),
+  [CompressionTypes.GZIP]: codec(
+    'gzip',
+    (buffer) => gzip(buffer),
+    (buffer) => unzip(buffer),
+  ),
   [CompressionTypes.Snappy]: codec('snappy', snappyCompressXerial, snappyDecompress),
-  [CompressionTypes.LZ4]: codec('lz4', (buffer) => compressFrame(buffer), (buffer) => decompressFrame(buffer)),
-  [CompressionTypes.ZSTD]: codec('zstd', (buffer) => zstdCompress(buffer), (buffer) => zstdDecompress(buffer)),
+  [CompressionTypes.LZ4]: codec(
+    'lz4',
+    (buffer) => compressFrame(buffer),
+    (buffer) => decompressFrame(buffer),
+  ),
+  [CompressionTypes.ZSTD]: codec(
+    'zstd',
+    (buffer) => zstdCompress(buffer),
+    (buffer) => zstdDecompress(buffer),
+  ),
   // Ids 5-7 are undefined; without an entry kafkajs would read such a batch as uncompressed garbage.
   5: codec('codec id 5', refuse('codec id 5'), refuse('codec id 5')),
   6: codec('codec id 6', refuse('codec id 6'), refuse('codec id 6')),

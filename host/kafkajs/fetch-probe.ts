@@ -47,7 +47,8 @@ export class UnreadableRecordBatchError extends StorageConsumerError {
   ) {
     const { cause } = options;
     super(
-      `record batch at ${location.topic} partition ${location.partition} offsets ${location.baseOffset}..${location.lastOffset} cannot be read: ${cause instanceof Error ? cause.message : String(cause)}`,
+      `record batch at ${location.topic} partition ${location.partition} offsets ${location.baseOffset}..${location.lastOffset} cannot ` +
+        `be read: ${cause instanceof Error ? cause.message : String(cause)}`,
       options,
     );
     this.name = 'UnreadableRecordBatchError';
@@ -162,9 +163,16 @@ export function installFetchProbe(): void {
       const context = decoding.getStore();
       // A partial batch at the end of a response is normal (kafkajs stops there); anything else
       // fails the fetch, and the header is still readable.
-      if (context !== undefined && (error as Error).name !== 'KafkaJSPartialMessageError' && buffer.length >= at + LAST_OFFSET_DELTA_AT + 4) {
+      if (
+        context !== undefined &&
+        (error as Error).name !== 'KafkaJSPartialMessageError' &&
+        buffer.length >= at + LAST_OFFSET_DELTA_AT + 4
+      ) {
         const base = buffer.readBigInt64BE(at);
-        context.failedBatch = { baseOffset: base.toString(), lastOffset: (base + BigInt(buffer.readInt32BE(at + LAST_OFFSET_DELTA_AT))).toString() };
+        context.failedBatch = {
+          baseOffset: base.toString(),
+          lastOffset: (base + BigInt(buffer.readInt32BE(at + LAST_OFFSET_DELTA_AT))).toString(),
+        };
       }
       throw error;
     }

@@ -27,7 +27,13 @@ interface KafkajsEncoder {
   size(): number;
   readonly buffer: Buffer;
 }
-type RecordBatchEncode = (batch: { compression: number; records: KafkajsEncoder[]; lastOffsetDelta: number; firstTimestamp: number; maxTimestamp: number }) => Promise<KafkajsEncoder>;
+type RecordBatchEncode = (batch: {
+  compression: number;
+  records: KafkajsEncoder[];
+  lastOffsetDelta: number;
+  firstTimestamp: number;
+  maxTimestamp: number;
+}) => Promise<KafkajsEncoder>;
 
 const require = createRequire(import.meta.url);
 const protocol = join(dirname(require.resolve('kafkajs')), 'src', 'protocol');
@@ -47,14 +53,21 @@ function kafkajsModule<T>(...path: string[]): T {
     return require(file) as T;
   } catch (error) {
     const name = `kafkajs/${relative(join(protocol, '..', '..'), file)}`;
-    throw headersUnavailable(`cannot load ${name}: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]}`, { cause: error });
+    throw headersUnavailable(`cannot load ${name}: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]}`, {
+      cause: error,
+    });
   }
 }
 
 /** The probe batch, written as the Java client writes records (kafkajs' own record encoder takes headers as an object). */
 async function probeBatch(): Promise<Buffer> {
   const Encoder = kafkajsModule<new () => KafkajsEncoder>('encoder.js');
-  const Header = kafkajsModule<(header: { key: string; value: Buffer | null }) => KafkajsEncoder>('recordBatch', 'header', 'v0', 'index.js');
+  const Header = kafkajsModule<(header: { key: string; value: Buffer | null }) => KafkajsEncoder>(
+    'recordBatch',
+    'header',
+    'v0',
+    'index.js',
+  );
   const { RecordBatch } = kafkajsModule<{ RecordBatch: RecordBatchEncode }>('recordBatch', 'v0', 'index.js');
   const body = new Encoder()
     .writeInt8(0)
@@ -87,13 +100,24 @@ export async function checkWireHeaders(decode?: RecordBatchDecode, version = ins
     records = await (decode ?? kafkajsRecordBatchDecode())(await probeBatch());
   } catch (error) {
     if (error instanceof KafkajsIncompatibleError) throw error;
-    throw fail(`its record batch decoder fails on a batch its own encoder wrote: ${error instanceof Error ? error.message : String(error)}`, error);
+    throw fail(
+      `its record batch decoder fails on a batch its own encoder wrote: ${error instanceof Error ? error.message : String(error)}`,
+      error,
+    );
   }
   const record = records[0];
   if (record === undefined) throw fail('its record batch decoder returns no record for a batch of one');
   const wire = wireRecordOf(record);
-  if (wire === undefined) throw fail('its record batch decoder does not decode records through kafkajs/src/protocol/recordBatch/record/v0/decoder.js, the module the wrapper replaces');
+  if (wire === undefined)
+    throw fail(
+      'its record batch decoder does not decode records through kafkajs/src/protocol/recordBatch/record/v0/decoder.js, the module the ' +
+        'wrapper replaces',
+    );
   const headers = wire.headers.map(({ name, value }) => `${name}=${value === null ? 'null' : value.toString()}`).join(', ');
-  if (wire.headers.length === 0) throw fail(`its record decoder does not read the header list through Decoder.readVarIntArray: a record with the headers ${EXPECTED} came back with none`);
+  if (wire.headers.length === 0)
+    throw fail(
+      `its record decoder does not read the header list through Decoder.readVarIntArray: a record with the headers ${EXPECTED} came ` +
+        `back with none`,
+    );
   if (headers !== EXPECTED) throw fail(`a record with the headers ${EXPECTED} came back with ${headers}`);
 }

@@ -33,7 +33,8 @@ export function installedKafkajsVersion(): string {
 export function checkKafkajsVersion(installed = installedKafkajsVersion(), pinned = PINNED_KAFKAJS_VERSION): void {
   if (installed === pinned) return;
   throw new KafkajsIncompatibleError(
-    `kafkajs ${installed} is installed, but package.json pins kafkajs ${pinned}: storage-consumer relies on internals of kafkajs ${pinned} (host/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)`,
+    `kafkajs ${installed} is installed, but package.json pins kafkajs ${pinned}: storage-consumer relies on internals of kafkajs ` +
+      `${pinned} (host/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)`,
   );
 }
 
@@ -44,7 +45,8 @@ export function checkKafkajsVersion(installed = installedKafkajsVersion(), pinne
 export function headersUnavailable(reason: string, options?: { cause?: unknown; version?: string }): KafkajsIncompatibleError {
   const version = options?.version ?? installedKafkajsVersion();
   return new KafkajsIncompatibleError(
-    `kafkajs ${version} does not hand over record headers in wire order (${reason}); storage-consumer does not run on it rather than store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)`,
+    `kafkajs ${version} does not hand over record headers in wire order (${reason}); storage-consumer does not run on it rather than ` +
+      `store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)`,
     options?.cause === undefined ? undefined : { cause: options.cause },
   );
 }

@@ -10,8 +10,8 @@
  * (`protocol/recordBatch/v0/decoder.js`) is `require`d by the Fetch responses at the first
  * fetch and captures the record decoder (`protocol/recordBatch/record/v0/decoder.js`) then.
  * {@link installWireRecords} (called by `installKafkajsWorkarounds`, ./index.ts) replaces the
- * record decoder's export in Node's module cache with a wrapper: it calls kafkajs' own decoder unchanged (every field it returns stays as it was),
- * and catches the header list at the one place it exists, the record decoder's
+ * record decoder's export in Node's module cache with a wrapper: it calls kafkajs' own decoder
+ * unchanged (every field it returns stays as it was), and catches the header list at the one place it exists, the record decoder's
  * `readVarIntArray` call, by overriding that method on the record's own `Decoder` instance
  * (a fresh one per record; nothing global changes). The ordered headers and the timestamp
  * type ride on the message under a symbol, read with {@link wireRecordOf}. Should the batch
@@ -75,7 +75,9 @@ function kafkajsFunction<F>(path: string): F {
   try {
     loaded = require(path);
   } catch (error) {
-    throw headersUnavailable(`cannot load ${name}: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]}`, { cause: error });
+    throw headersUnavailable(`cannot load ${name}: ${(error instanceof Error ? error.message : String(error)).split('\n')[0]}`, {
+      cause: error,
+    });
   }
   if (typeof loaded !== 'function') throw headersUnavailable(`${name} does not export a function`);
   return loaded as F;

@@ -2,9 +2,7 @@ import type { z } from 'zod';
 import type { Rejection } from '../records.js';
 
 /** The outcome of decoding one record's value: a message, or a rejection. Never throws. */
-export type DecodeResult<T> =
-  | { readonly ok: true; readonly message: T }
-  | { readonly ok: false; readonly rejection: Rejection };
+export type DecodeResult<T> = { readonly ok: true; readonly message: T } | { readonly ok: false; readonly rejection: Rejection };
 
 /** A field of a decoded message: arrays and objects read-only, strings (branded too) as they are. */
 type ReadonlyField<T> = T extends string ? T : T extends readonly (infer Item)[] ? readonly Item[] : T extends object ? Readonly<T> : T;

@@ -118,19 +118,17 @@ function isJsonObject(value: unknown): value is Record<string, unknown> {
  * Protocol name (1..64 characters) -> count (integer >= 0), for JSONB. Written by hand rather than
  * with `z.record`, which silently drops a `__proto__` key: every name the message holds is kept.
  */
-export const protocols = z
-  .custom<Record<string, unknown>>(isJsonObject, ruleOrRequired(PROTOCOLS_RULE))
-  .transform((input, payload) => {
-    const output: Record<string, number> = {};
-    for (const name of Object.keys(input)) {
-      const count = input[name];
-      if (name.length === 0 || !codePointsAtMost(name, 64) || unstorableTextProblem(name) !== null) {
-        payload.issues.push({ code: 'custom', message: PROTOCOL_NAME_RULE, input: name, path: [name] });
-      } else if (!isIntegerWithin(count, 0, Number.MAX_SAFE_INTEGER)) {
-        payload.issues.push({ code: 'custom', message: PROTOCOL_COUNT_RULE, input: count, path: [name] });
-      } else {
-        Object.defineProperty(output, name, { value: withoutNegativeZero(count), enumerable: true, writable: true, configurable: true });
-      }
+export const protocols = z.custom<Record<string, unknown>>(isJsonObject, ruleOrRequired(PROTOCOLS_RULE)).transform((input, payload) => {
+  const output: Record<string, number> = {};
+  for (const name of Object.keys(input)) {
+    const count = input[name];
+    if (name.length === 0 || !codePointsAtMost(name, 64) || unstorableTextProblem(name) !== null) {
+      payload.issues.push({ code: 'custom', message: PROTOCOL_NAME_RULE, input: name, path: [name] });
+    } else if (!isIntegerWithin(count, 0, Number.MAX_SAFE_INTEGER)) {
+      payload.issues.push({ code: 'custom', message: PROTOCOL_COUNT_RULE, input: count, path: [name] });
+    } else {
+      Object.defineProperty(output, name, { value: withoutNegativeZero(count), enumerable: true, writable: true, configurable: true });
     }
-    return output;
-  });
+  }
+  return output;
+});

@@ -91,7 +91,7 @@ export function parseTimestamp(value: string): UtcTimestamp | TimestampViolation
     while (fractionEnd < value.length && isDigit(value.charCodeAt(fractionEnd))) fractionEnd++;
   }
   const micros = fractionEnd === 19 ? '000000' : value.slice(20, fractionEnd).padEnd(6, '0');
-  const hasOffset = fractionEnd < value.length && value.charCodeAt(fractionEnd) !== 0x5a /* Z */;
+  const hasOffset = fractionEnd < value.length && value.charCodeAt(fractionEnd) !== 0x5a; /* Z */
   const offsetHours = hasOffset ? digitsAt(value, fractionEnd + 1, 2) : 0;
   const offsetMinutes = hasOffset ? digitsAt(value, fractionEnd + 4, 2) : 0;
   if (
@@ -117,7 +117,8 @@ export function parseTimestamp(value: string): UtcTimestamp | TimestampViolation
   if (utcYear < 1 || utcYear > 9999) return OUT_OF_RANGE;
   const utcHour = Math.floor(minuteOfDay / 60);
   const utcMinute = minuteOfDay % 60;
-  return `${pad(utcYear, 4)}-${pad(utcMonth, 2)}-${pad(utcDay, 2)}T${pad(utcHour, 2)}:${pad(utcMinute, 2)}:${second}.${micros}+00:00` as UtcTimestamp;
+  const date = `${pad(utcYear, 4)}-${pad(utcMonth, 2)}-${pad(utcDay, 2)}`;
+  return `${date}T${pad(utcHour, 2)}:${pad(utcMinute, 2)}:${second}.${micros}+00:00` as UtcTimestamp;
 }
 
 /** A contract timestamp, normalised to UTC with six fractional digits (see `parseTimestamp`). */

@@ -63,13 +63,22 @@ export async function findSchemaDrift(client: pg.ClientBase, applied: readonly M
   try {
     await client.query(`CREATE SCHEMA ${scratch}`);
     await client.query(`SET LOCAL search_path = ${scratch}`);
-    await client.query('CREATE TABLE apps_registry_application (id BIGINT PRIMARY KEY, package_name VARCHAR(255) UNIQUE NOT NULL, is_active BOOLEAN NOT NULL)');
+    await client.query(
+      'CREATE TABLE apps_registry_application (id BIGINT PRIMARY KEY, package_name VARCHAR(255) UNIQUE NOT NULL, is_active BOOLEAN NOT ' +
+        'NULL)',
+    );
     const standIn = await shapeOf(client, scratch);
-    const seen = new Set([...standIn.uniqueKeys, ...[...standIn.columns].flatMap(([table, columns]) => [table, ...[...columns.keys()].map((c) => `${table}.${c}`)])]);
+    const seen = new Set([
+      ...standIn.uniqueKeys,
+      ...[...standIn.columns].flatMap(([table, columns]) => [table, ...[...columns.keys()].map((c) => `${table}.${c}`)]),
+    ]);
     for (const file of applied) {
       await client.query(file.sql);
       const after = await shapeOf(client, scratch);
-      const items = [...after.uniqueKeys, ...[...after.columns].flatMap(([table, columns]) => [table, ...[...columns.keys()].map((c) => `${table}.${c}`)])];
+      const items = [
+        ...after.uniqueKeys,
+        ...[...after.columns].flatMap(([table, columns]) => [table, ...[...columns.keys()].map((c) => `${table}.${c}`)]),
+      ];
       for (const item of items) {
         if (!seen.has(item)) {
           seen.add(item);
@@ -97,7 +106,11 @@ export async function findSchemaDrift(client: pg.ClientBase, applied: readonly M
     for (const [column, type] of columns) {
       const liveType = liveColumns.get(column);
       if (liveType === undefined) drift.push(`column ${table}.${column} is missing${by(`${table}.${column}`)}`);
-      else if (liveType !== type) drift.push(`column ${table}.${column} is ${liveType}, but migration ${label(definedBy.get(`${table}.${column}`) ?? applied[0] as MigrationFile)} defines ${type}`);
+      else if (liveType !== type)
+        drift.push(
+          `column ${table}.${column} is ${liveType}, but migration ` +
+            `${label(definedBy.get(`${table}.${column}`) ?? (applied[0] as MigrationFile))} defines ${type}`,
+        );
     }
   }
   for (const key of expected.uniqueKeys) {

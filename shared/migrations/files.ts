@@ -20,9 +20,7 @@ export interface MigrationFileName {
 export function parseMigrationFileName(fileName: string): MigrationFileName {
   const match = FILE_NAME.exec(fileName);
   if (!match?.[1] || !match[2]) {
-    throw new MigrationError(
-      `malformed migration file name "${fileName}": expected NNNN_name.sql (e.g. 0005_add_index.sql)`,
-    );
+    throw new MigrationError(`malformed migration file name "${fileName}": expected NNNN_name.sql (e.g. 0005_add_index.sql)`);
   }
   const version = Number(match[1]);
   if (version === 0) {
@@ -44,15 +42,12 @@ export function orderMigrationFileNames(fileNames: readonly string[]): Migration
   ordered.forEach((file, index) => {
     const previous = ordered[index - 1];
     if (previous?.version === file.version) {
-      throw new MigrationError(
-        `duplicate migration version ${file.version}: ${previous.fileName} and ${file.fileName}`,
-      );
+      throw new MigrationError(`duplicate migration version ${file.version}: ${previous.fileName} and ${file.fileName}`);
     }
     const expected = index + 1;
     if (file.version !== expected) {
       throw new MigrationError(
-        `migration version ${expected} is missing: ` +
-          `found ${file.fileName} ${previous ? `after ${previous.fileName}` : 'first'}`,
+        `migration version ${expected} is missing: ` + `found ${file.fileName} ${previous ? `after ${previous.fileName}` : 'first'}`,
       );
     }
   });

@@ -7,9 +7,4 @@ export { migrationConnection } from './connection.js';
 export { schemaStatus, compareWithApplied } from './status.js';
 export { loadMigrations, migrationsHash, orderMigrationFileNames, parseMigrationFileName } from './files.js';
 export { DEFAULT_MIGRATIONS_DIRECTORY, MIGRATION_LOCK_KEY } from './constants.js';
-export type {
-  AppliedMigration,
-  MigrationFile,
-  MigrationLogger,
-  MigrationReport,
-} from './model.js';
+export type { AppliedMigration, MigrationFile, MigrationLogger, MigrationReport } from './model.js';

@@ -108,21 +108,13 @@ async function deadlineError(signal: AbortSignal, ending: Promise<void> | undefi
 }
 
 async function assertApplicationsTableExists(client: pg.ClientBase): Promise<void> {
-  const result = await client.query<{ table: string | null }>('SELECT to_regclass($1)::text AS table', [
-    APPLICATIONS_TABLE,
-  ]);
+  const result = await client.query<{ table: string | null }>('SELECT to_regclass($1)::text AS table', [APPLICATIONS_TABLE]);
   if (!result.rows[0]?.table) {
-    throw new MigrationError(
-      `the App API's table ${APPLICATIONS_TABLE} is missing: run the App API's migrations first`,
-    );
+    throw new MigrationError(`the App API's table ${APPLICATIONS_TABLE} is missing: run the App API's migrations first`);
   }
 }
 
-async function migrate(
-  client: pg.ClientBase,
-  files: readonly MigrationFile[],
-  logger: MigrationLogger,
-): Promise<MigrationReport> {
+async function migrate(client: pg.ClientBase, files: readonly MigrationFile[], logger: MigrationLogger): Promise<MigrationReport> {
   await ensureTrackingTable(client);
   const status = compareWithApplied(files, await readAppliedMigrations(client));
   if (status.mismatches.length > 0) {

@@ -5,10 +5,7 @@ import type { Queryable } from './tracking.js';
 import type { AppliedMigration, MigrationFile, MigrationMismatch, SchemaStatus } from './model.js';
 
 /** Compares the migration files with the tracking table's rows. Pure. */
-export function compareWithApplied(
-  files: readonly MigrationFile[],
-  applied: readonly AppliedMigration[],
-): SchemaStatus {
+export function compareWithApplied(files: readonly MigrationFile[], applied: readonly AppliedMigration[]): SchemaStatus {
   const byVersion = new Map(applied.map((row) => [row.version, row]));
   const known = new Set(files.map((file) => file.version));
   const pending: number[] = [];
@@ -49,10 +46,7 @@ export function compareWithApplied(
  * The schema's migration status, without applying or creating anything: applied rows, pending
  * versions, changed files and versions newer than the code. For `verify` and health checks.
  */
-export async function schemaStatus(
-  client: Queryable,
-  options: { directory?: string } = {},
-): Promise<SchemaStatus> {
+export async function schemaStatus(client: Queryable, options: { directory?: string } = {}): Promise<SchemaStatus> {
   const files = await loadMigrations(options.directory ?? DEFAULT_MIGRATIONS_DIRECTORY);
   return compareWithApplied(files, await readAppliedMigrations(client));
 }
@@ -62,8 +56,7 @@ export function describeMismatches(mismatches: readonly MigrationMismatch[]): st
   return mismatches
     .map((mismatch) =>
       mismatch.field === 'checksum'
-        ? `${mismatch.fileName} was changed after it was applied ` +
-          `(checksum ${mismatch.expected} applied, ${mismatch.actual} on disk)`
+        ? `${mismatch.fileName} was changed after it was applied ` + `(checksum ${mismatch.expected} applied, ${mismatch.actual} on disk)`
         : `${mismatch.fileName} was renamed after it was applied (applied as "${mismatch.expected}")`,
     )
     .join('; ');

@@ -18,9 +18,7 @@ export async function ensureTrackingTable(client: Queryable): Promise<void> {
 
 /** The tracking table's rows in version order; none when the table does not exist yet. */
 export async function readAppliedMigrations(client: Queryable): Promise<AppliedMigration[]> {
-  const exists = await client.query<{ table: string | null }>('SELECT to_regclass($1)::text AS table', [
-    TRACKING_TABLE,
-  ]);
+  const exists = await client.query<{ table: string | null }>('SELECT to_regclass($1)::text AS table', [TRACKING_TABLE]);
   if (!exists.rows[0]?.table) {
     return [];
   }

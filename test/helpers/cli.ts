@@ -15,7 +15,11 @@ export interface CliRun {
  * Runs `storage-consumer <argv>` in this process with exactly `env`, capturing its output;
  * `interactive` plays a terminal on stderr.
  */
-export async function runCli(argv: readonly string[], env: Record<string, string>, options: { interactive?: boolean } = {}): Promise<CliRun> {
+export async function runCli(
+  argv: readonly string[],
+  env: Record<string, string>,
+  options: { interactive?: boolean } = {},
+): Promise<CliRun> {
   let stdout = '';
   let stderr = '';
   const code = await main(argv, {

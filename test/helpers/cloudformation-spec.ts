@@ -41,17 +41,43 @@ export function loadSpecification(): Promise<SpecDatabase> {
 }
 
 const PSEUDO_PARAMETERS = new Set([
-  'AWS::AccountId', 'AWS::NotificationARNs', 'AWS::NoValue', 'AWS::Partition', 'AWS::Region',
-  'AWS::StackId', 'AWS::StackName', 'AWS::URLSuffix',
+  'AWS::AccountId',
+  'AWS::NotificationARNs',
+  'AWS::NoValue',
+  'AWS::Partition',
+  'AWS::Region',
+  'AWS::StackId',
+  'AWS::StackName',
+  'AWS::URLSuffix',
 ]);
 /** Intrinsic functions that may stand where a property value is expected. */
 const VALUE_FUNCTIONS = new Set([
-  'Ref', 'Fn::GetAtt', 'Fn::If', 'Fn::Sub', 'Fn::Join', 'Fn::Select', 'Fn::Split', 'Fn::ImportValue',
-  'Fn::FindInMap', 'Fn::Base64', 'Fn::GetAZs', 'Fn::Cidr', 'Fn::Length', 'Fn::ToJsonString', 'Fn::Transform',
+  'Ref',
+  'Fn::GetAtt',
+  'Fn::If',
+  'Fn::Sub',
+  'Fn::Join',
+  'Fn::Select',
+  'Fn::Split',
+  'Fn::ImportValue',
+  'Fn::FindInMap',
+  'Fn::Base64',
+  'Fn::GetAZs',
+  'Fn::Cidr',
+  'Fn::Length',
+  'Fn::ToJsonString',
+  'Fn::Transform',
 ]);
 const RESOURCE_KEYS = new Set([
-  'Type', 'Properties', 'DependsOn', 'Condition', 'Metadata', 'DeletionPolicy', 'UpdateReplacePolicy',
-  'UpdatePolicy', 'CreationPolicy',
+  'Type',
+  'Properties',
+  'DependsOn',
+  'Condition',
+  'Metadata',
+  'DeletionPolicy',
+  'UpdateReplacePolicy',
+  'UpdatePolicy',
+  'CreationPolicy',
 ]);
 
 const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -86,12 +112,14 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
       if (fn === 'Ref') {
         const name = value.Ref;
         if (typeof name !== 'string') report(path, `Ref takes a name, got ${JSON.stringify(name)}`);
-        else if (!PSEUDO_PARAMETERS.has(name) && !parameters.has(name) && !(name in resources)) report(path, `Ref to ${name}, which is neither a parameter nor a resource`);
+        else if (!PSEUDO_PARAMETERS.has(name) && !parameters.has(name) && !(name in resources))
+          report(path, `Ref to ${name}, which is neither a parameter nor a resource`);
         return;
       }
       if (fn === 'Fn::GetAtt') {
         const raw = value['Fn::GetAtt'];
-        const [target, attribute] = typeof raw === 'string' ? [raw.slice(0, raw.indexOf('.')), raw.slice(raw.indexOf('.') + 1)] : (raw as [Json, Json]);
+        const [target, attribute] =
+          typeof raw === 'string' ? [raw.slice(0, raw.indexOf('.')), raw.slice(raw.indexOf('.') + 1)] : (raw as [Json, Json]);
         checkAttribute(target, attribute, path);
         return;
       }
@@ -127,7 +155,10 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
       if (targetSpec === undefined) return; // a custom resource has whatever attributes it returns
       if (typeof attribute !== 'string') return; // computed (e.g. Ref inside): CloudFormation checks it
       if (!(attribute in targetSpec.attributes)) {
-        report(path, `Fn::GetAtt ${target}.${attribute}: ${targetType} has no attribute ${attribute} (it has ${Object.keys(targetSpec.attributes).join(', ') || 'none'})`);
+        report(
+          path,
+          `Fn::GetAtt ${target}.${attribute}: ${targetType} has no attribute ${attribute} (it has ${Object.keys(targetSpec.attributes).join(', ') || 'none'})`,
+        );
       }
     };
 
@@ -140,20 +171,24 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
           const branches = (value as JsonObject)['Fn::If'];
           if (!Array.isArray(branches) || branches.length !== 3) return [[path, 'Fn::If takes [condition, value if true, value if false]']];
           return [1, 2].flatMap((at) =>
-            isObject(branches[at]) && (branches[at] as JsonObject).Ref === 'AWS::NoValue' ? [] : mismatch(branches[at], type, `${path}.Fn::If[${at}]`),
+            isObject(branches[at]) && (branches[at] as JsonObject).Ref === 'AWS::NoValue'
+              ? []
+              : mismatch(branches[at], type, `${path}.Fn::If[${at}]`),
           );
         }
         return []; // its result is known at deployment only
       }
       switch (type.type) {
         case 'string':
-          if (typeof value === 'number' || typeof value === 'boolean') return type.allowedValues ? enumCheck(String(value), type.allowedValues, path) : [];
+          if (typeof value === 'number' || typeof value === 'boolean')
+            return type.allowedValues ? enumCheck(String(value), type.allowedValues, path) : [];
           if (typeof value !== 'string') return [[path, `expects a string, got ${describe(value)}`]];
           return type.allowedValues ? enumCheck(value, type.allowedValues, path) : [];
         case 'integer':
         case 'number': {
           const number = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : Number.NaN;
-          if (Number.isNaN(number)) return [[path, `expects ${type.type === 'integer' ? 'an integer' : 'a number'}, got ${describe(value)}`]];
+          if (Number.isNaN(number))
+            return [[path, `expects ${type.type === 'integer' ? 'an integer' : 'a number'}, got ${describe(value)}`]];
           if (type.type === 'integer' && !Number.isInteger(number)) return [[path, `expects an integer, got ${describe(value)}`]];
           if (type.type === 'integer' && type.allowedValues && !type.allowedValues.includes(number)) {
             return [[path, `${number} is not one of the allowed values ${type.allowedValues.join(', ')}`]];
@@ -161,7 +196,9 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
           return [];
         }
         case 'boolean':
-          return typeof value === 'boolean' || value === 'true' || value === 'false' ? [] : [[path, `expects a boolean, got ${describe(value)}`]];
+          return typeof value === 'boolean' || value === 'true' || value === 'false'
+            ? []
+            : [[path, `expects a boolean, got ${describe(value)}`]];
         case 'date-time':
           return typeof value === 'string' ? [] : [[path, `expects a date-time string, got ${describe(value)}`]];
         case 'json':
@@ -169,7 +206,13 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
         case 'null':
           return value === null ? [] : [[path, `expects null, got ${describe(value)}`]];
         case 'tag':
-          return isObject(value) ? checkProperties(value, { Key: { type: { type: 'string' }, required: true }, Value: { type: { type: 'string' }, required: true } }, path) : [[path, `expects a tag {Key, Value}, got ${describe(value)}`]];
+          return isObject(value)
+            ? checkProperties(
+                value,
+                { Key: { type: { type: 'string' }, required: true }, Value: { type: { type: 'string' }, required: true } },
+                path,
+              )
+            : [[path, `expects a tag {Key, Value}, got ${describe(value)}`]];
         case 'array':
           if (!Array.isArray(value)) return [[path, `expects a list, got ${describe(value)}`]];
           return value.flatMap((item, index) => mismatch(item, type.element, `${path}[${index}]`));
@@ -190,13 +233,21 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
       }
     };
 
-    const checkProperties = (value: JsonObject, properties: ResourceProperties, path: string, typeName?: string): Array<[string, string]> => {
+    const checkProperties = (
+      value: JsonObject,
+      properties: ResourceProperties,
+      path: string,
+      typeName?: string,
+    ): Array<[string, string]> => {
       const found: Array<[string, string]> = [];
       const at = (name: string) => (path === '' ? name : `${path}.${name}`);
       for (const [name, inner] of Object.entries(value)) {
         const property = properties[name];
         if (property === undefined) {
-          found.push([at(name), `unknown property${typeName ? ` of ${typeName}` : ''} (known: ${Object.keys(properties).sort().join(', ')})`]);
+          found.push([
+            at(name),
+            `unknown property${typeName ? ` of ${typeName}` : ''} (known: ${Object.keys(properties).sort().join(', ')})`,
+          ]);
           continue;
         }
         const types = [property.type, ...(property.previousTypes ?? [])];
@@ -204,16 +255,19 @@ export function validateTemplate(template: CloudFormationTemplate, spec: SpecDat
         if (!outcomes.some((outcome) => outcome.length === 0)) found.push(...(outcomes[0] ?? []));
       }
       for (const [name, property] of Object.entries(properties)) {
-        if (property.required && !(name in value)) found.push([at(name), `required property${typeName ? ` of ${typeName}` : ''} is missing`]);
+        if (property.required && !(name in value))
+          found.push([at(name), `required property${typeName ? ` of ${typeName}` : ''} is missing`]);
       }
       return found;
     };
 
     for (const key of Object.keys(resource)) if (!RESOURCE_KEYS.has(key)) report('', `unknown resource attribute ${key}`);
     for (const dependency of [resource.DependsOn ?? []].flat()) {
-      if (typeof dependency !== 'string' || !(dependency in resources)) report('', `DependsOn ${JSON.stringify(dependency)}, which is not a resource of the template`);
+      if (typeof dependency !== 'string' || !(dependency in resources))
+        report('', `DependsOn ${JSON.stringify(dependency)}, which is not a resource of the template`);
     }
-    if (resource.Condition !== undefined && !conditions.has(String(resource.Condition))) report('', `Condition ${JSON.stringify(resource.Condition)} is not declared`);
+    if (resource.Condition !== undefined && !conditions.has(String(resource.Condition)))
+      report('', `Condition ${JSON.stringify(resource.Condition)} is not declared`);
     const properties = resource.Properties ?? {};
     if (!isObject(properties)) {
       report('', 'Properties is not an object');

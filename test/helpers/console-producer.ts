@@ -48,9 +48,16 @@ export async function consoleProduce(options: ConsoleProduceOptions): Promise<vo
       return withHeaders > 0 ? `${headers}${HEADERS_END}${record.value}\n` : `${record.value}\n`;
     })
     .join('');
-  const headerParsing = withHeaders > 0
-    ? ['parse.headers=true', `headers.delimiter=${HEADERS_END}`, `headers.separator=${HEADER_SEPARATOR}`, `headers.key.separator=${NAME_END}`, `null.marker=${NULL_MARKER}`]
-    : [];
+  const headerParsing =
+    withHeaders > 0
+      ? [
+          'parse.headers=true',
+          `headers.delimiter=${HEADERS_END}`,
+          `headers.separator=${HEADER_SEPARATOR}`,
+          `headers.key.separator=${NAME_END}`,
+          `null.marker=${NULL_MARKER}`,
+        ]
+      : [];
   const child = spawn(
     'java',
     [
@@ -90,7 +97,9 @@ export async function consoleProduce(options: ConsoleProduceOptions): Promise<vo
   try {
     const { code, signal } = await exited;
     if (code !== 0) {
-      throw new Error(`ConsoleProducer (${options.codec}) to ${options.topic} exited ${code ?? signal}${signal === 'SIGKILL' ? ` after ${timeoutMs} ms` : ''}:\n${stderr}`);
+      throw new Error(
+        `ConsoleProducer (${options.codec}) to ${options.topic} exited ${code ?? signal}${signal === 'SIGKILL' ? ` after ${timeoutMs} ms` : ''}:\n${stderr}`,
+      );
     }
   } finally {
     clearTimeout(timer);

@@ -77,10 +77,11 @@ export async function createAppsStandIn(
   const sql = await readFile(new URL('../../dev/app-api-stand-in.sql', import.meta.url), 'utf8');
   await pool.query(sql);
   for (const app of apps) {
-    await pool.query(
-      'INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
-      [app.id, app.package_name, app.is_active ?? true],
-    );
+    await pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
+      app.id,
+      app.package_name,
+      app.is_active ?? true,
+    ]);
   }
 }
 

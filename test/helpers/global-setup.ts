@@ -50,12 +50,17 @@ async function ensurePostgres(): Promise<EmbeddedDatabase | undefined> {
     try {
       database = await startEmbeddedPostgres({ ephemeral: true, database: 'test', notice: (line) => console.log(`[postgres] ${line}`) });
     } catch (error) {
-      throw new Error(`DATABASE_URL is unset and the embedded PostgreSQL could not start: ${error instanceof Error ? error.message : String(error)}`, {
-        cause: error,
-      });
+      throw new Error(
+        `DATABASE_URL is unset and the embedded PostgreSQL could not start: ${error instanceof Error ? error.message : String(error)}`,
+        {
+          cause: error,
+        },
+      );
     }
     process.env.DATABASE_URL = database.url;
-    console.log(`[postgres] DATABASE_URL is unset: embedded PostgreSQL on port ${database.port}, ready in ${((Date.now() - began) / 1000).toFixed(1)} s`);
+    console.log(
+      `[postgres] DATABASE_URL is unset: embedded PostgreSQL on port ${database.port}, ready in ${((Date.now() - began) / 1000).toFixed(1)} s`,
+    );
   }
   const url = process.env.DATABASE_URL;
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });

@@ -126,13 +126,27 @@ export function spawnHost(env: Record<string, string>, command: HostCommand = SO
         waiters.add(waiter);
         const timer = setTimeout(() => {
           waiters.delete(waiter);
-          reject(new Error(`no matching host log line within ${timeoutMs} ms; last lines:\n${lines.slice(-15).map((l) => JSON.stringify(l)).join('\n')}`));
+          reject(
+            new Error(
+              `no matching host log line within ${timeoutMs} ms; last lines:\n${lines
+                .slice(-15)
+                .map((l) => JSON.stringify(l))
+                .join('\n')}`,
+            ),
+          );
         }, timeoutMs);
         void exited.then(() => {
           if (!waiters.has(waiter)) return;
           waiters.delete(waiter);
           clearTimeout(timer);
-          reject(new Error(`the host exited before a matching log line; last lines:\n${lines.slice(-15).map((l) => JSON.stringify(l)).join('\n')}`));
+          reject(
+            new Error(
+              `the host exited before a matching log line; last lines:\n${lines
+                .slice(-15)
+                .map((l) => JSON.stringify(l))
+                .join('\n')}`,
+            ),
+          );
         });
         const resolveOnce = waiter.resolve;
         waiter.resolve = (line) => {
@@ -179,7 +193,12 @@ export async function endOffsets(admin: Admin, topic: string): Promise<Map<numbe
 }
 
 /** Polls `check` until it returns a value other than `undefined`/`false`, or fails after `timeoutMs`. */
-export async function waitUntil<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000, intervalMs = 200): Promise<T> {
+export async function waitUntil<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 60_000,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -195,7 +214,12 @@ export async function waitUntil<T>(what: string, check: () => Promise<T | undefi
 }
 
 /** Waits until the group has committed every partition up to the topic's end. */
-export async function waitForCommittedToEnd(admin: Admin, groupId: string, topic: string, timeoutMs = 90_000): Promise<Map<number, bigint>> {
+export async function waitForCommittedToEnd(
+  admin: Admin,
+  groupId: string,
+  topic: string,
+  timeoutMs = 90_000,
+): Promise<Map<number, bigint>> {
   return waitUntil(
     `${groupId} to commit ${topic} to its end`,
     async () => {
@@ -216,10 +240,11 @@ export async function temporaryDirectory(prefix: string): Promise<{ path: string
   return { path, remove: () => rm(path, { recursive: true, force: true }) };
 }
 
-
-
 /** Producer messages for JSON values (objects) or raw strings; `partition` pins them all to one. */
-export function jsonMessages(values: ReadonlyArray<unknown>, options: { partition?: number; key?: (index: number) => string } = {}): Message[] {
+export function jsonMessages(
+  values: ReadonlyArray<unknown>,
+  options: { partition?: number; key?: (index: number) => string } = {},
+): Message[] {
   return values.map((value, index) => ({
     ...(options.partition === undefined ? {} : { partition: options.partition }),
     ...(options.key ? { key: options.key(index) } : {}),

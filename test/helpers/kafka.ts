@@ -49,10 +49,7 @@ export type TestTopics = Readonly<Record<PipelineName, string>>;
  */
 export async function createTestTopics(prefix: string): Promise<TestTopics> {
   const run = `${prefix.replace(/[^a-zA-Z0-9-]/g, '-')}-${randomBytes(4).toString('hex')}`;
-  const topics = Object.fromEntries(PIPELINE_NAMES.map((pipeline) => [pipeline, `${run}-${pipeline}`])) as Record<
-    PipelineName,
-    string
-  >;
+  const topics = Object.fromEntries(PIPELINE_NAMES.map((pipeline) => [pipeline, `${run}-${pipeline}`])) as Record<PipelineName, string>;
   await ensureTopics(
     testBrokers(),
     PIPELINE_NAMES.map((pipeline) => ({ topic: topics[pipeline], partitions: TOPIC_PARTITIONS })),

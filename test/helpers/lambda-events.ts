@@ -24,7 +24,11 @@ function valueBytes(value: TestRecord['value']): Buffer | null {
 }
 
 /** A Lambda Kafka event for `topic` built by the same code the host uses. */
-export function lambdaEvent(topic: string, records: readonly TestRecord[], eventSource: 'SelfManagedKafka' | 'aws:kafka' = 'SelfManagedKafka'): KafkaEvent {
+export function lambdaEvent(
+  topic: string,
+  records: readonly TestRecord[],
+  eventSource: 'SelfManagedKafka' | 'aws:kafka' = 'SelfManagedKafka',
+): KafkaEvent {
   return buildKafkaEvent(
     records.map((record) => ({
       topic,

@@ -12,7 +12,10 @@ const DEBIAN_PATHS = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'];
 
 /** The PgBouncer binary (found through `PATH`, then the Debian path), or `undefined` when absent. */
 export function pgbouncerBinary(): string | undefined {
-  const onPath = (process.env.PATH ?? '').split(delimiter).filter((folder) => folder !== '').map((folder) => join(folder, 'pgbouncer'));
+  const onPath = (process.env.PATH ?? '')
+    .split(delimiter)
+    .filter((folder) => folder !== '')
+    .map((folder) => join(folder, 'pgbouncer'));
   return [...onPath, ...DEBIAN_PATHS].find((candidate) => {
     try {
       accessSync(candidate, constants.X_OK);
@@ -74,7 +77,8 @@ export async function startPgBouncer(
   databases: Readonly<Record<string, { readonly connectQuery?: string }>>,
 ): Promise<RunningPgBouncer> {
   const binary = pgbouncerBinary();
-  if (!binary) throw new Error('pgbouncer is not installed (PATH, /usr/sbin/pgbouncer): install the Debian package "pgbouncer" (.ci/run installs it)');
+  if (!binary)
+    throw new Error('pgbouncer is not installed (PATH, /usr/sbin/pgbouncer): install the Debian package "pgbouncer" (.ci/run installs it)');
   const target = new URL(server);
   const user = decodeURIComponent(target.username) || 'postgres';
   const database = decodeURIComponent(target.pathname.slice(1));

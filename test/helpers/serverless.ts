@@ -74,7 +74,9 @@ export async function runSls(args: readonly string[], env: NodeJS.ProcessEnv = s
 /** Throws with the output when a run failed, so the test report shows why. */
 export function assertSucceeded(result: SlsResult, what: string): SlsResult {
   if (result.code !== 0) {
-    throw new Error(`${what} exited ${String(result.code)}\n--- stdout\n${result.stdout.slice(-4000)}\n--- stderr\n${result.stderr.slice(-4000)}`);
+    throw new Error(
+      `${what} exited ${String(result.code)}\n--- stdout\n${result.stdout.slice(-4000)}\n--- stderr\n${result.stderr.slice(-4000)}`,
+    );
   }
   return result;
 }

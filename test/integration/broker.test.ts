@@ -54,7 +54,12 @@ describe('ensureTopics', () => {
     // Assess
     expect(first.created).toEqual(specs.map(({ topic }) => topic));
     expect(second.created).toEqual([]);
-    expect(await describeTopics(testBrokers(), specs.map(({ topic }) => topic))).toEqual(specs);
+    expect(
+      await describeTopics(
+        testBrokers(),
+        specs.map(({ topic }) => topic),
+      ),
+    ).toEqual(specs);
   });
 
   it('fails loudly on a topic with fewer partitions, naming topic, found and required', async () => {
@@ -200,7 +205,16 @@ describe('the guardian', () => {
 
     // Assess
     expect(await waitForExit(target.pid as number, 10_000)).toBe(true);
-    await expect(waitFor(() => access(folder).then(() => false, () => true), 10_000)).resolves.toBe(true);
+    await expect(
+      waitFor(
+        () =>
+          access(folder).then(
+            () => false,
+            () => true,
+          ),
+        10_000,
+      ),
+    ).resolves.toBe(true);
   });
 });
 

@@ -6,7 +6,18 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAppsStandIn, createTestSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import { committedOffsets, createTestPipelines, endOffsets, hostEnvironment, jsonMessages, killAllHosts, spawnHost, stateIs, temporaryDirectory, waitUntil } from '../helpers/host.js';
+import {
+  committedOffsets,
+  createTestPipelines,
+  endOffsets,
+  hostEnvironment,
+  jsonMessages,
+  killAllHosts,
+  spawnHost,
+  stateIs,
+  temporaryDirectory,
+  waitUntil,
+} from '../helpers/host.js';
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleReview } from '../helpers/messages.js';
 
@@ -27,14 +38,19 @@ async function storageConsumer(args: readonly string[], env: Record<string, stri
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
   }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-    (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? -1, stdout: error.stdout ?? '', stderr: error.stderr ?? '' }),
+    (error: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: error.code ?? -1,
+      stdout: error.stdout ?? '',
+      stderr: error.stderr ?? '',
+    }),
   );
 }
 
 beforeAll(async () => {
   folder = await temporaryDirectory('storage-consumer-prod-');
   await run(process.execPath, ['scripts/build.js', '--outdir', join(folder.path, 'dist')], { cwd: REPO_ROOT });
-  for (const entry of ['package.json', 'package-lock.json', 'bin', 'migrations']) await cp(join(REPO_ROOT, entry), join(folder.path, entry), { recursive: true });
+  for (const entry of ['package.json', 'package-lock.json', 'bin', 'migrations'])
+    await cp(join(REPO_ROOT, entry), join(folder.path, entry), { recursive: true });
   const started = Date.now();
   // Install scripts stay off, as in the Dockerfile: no production dependency needs one.
   await run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], {
@@ -73,7 +89,8 @@ describe('the production build on production dependencies only', () => {
     // Assess
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^Usage: storage-consumer <command>/);
-    for (const command of ['run', 'migrate', 'healthcheck', 'verify', 'status', 'lag', 'pause', 'resume', 'replay', 'dlq']) expect(help.stdout).toContain(`  ${command} `);
+    for (const command of ['run', 'migrate', 'healthcheck', 'verify', 'status', 'lag', 'pause', 'resume', 'replay', 'dlq'])
+      expect(help.stdout).toContain(`  ${command} `);
   });
 
   it('migrates, and the host consumes, commits and stops cleanly on SIGTERM', async () => {
@@ -97,7 +114,9 @@ describe('the production build on production dependencies only', () => {
     await host.waitForLog(stateIs('Running'));
     await produce(names.topics.reviews, jsonMessages(reviews, { key: (index) => `k${index}` }));
     const stored = await waitUntil('the reviews to be stored', async () => {
-      const { rows } = await schema.pool.query<{ n: string }>("SELECT count(*) AS n FROM reviews WHERE review_id LIKE $1 || ':%'", [names.topics.reviews]);
+      const { rows } = await schema.pool.query<{ n: string }>("SELECT count(*) AS n FROM reviews WHERE review_id LIKE $1 || ':%'", [
+        names.topics.reviews,
+      ]);
       return Number(rows[0]?.n) === reviews.length ? reviews.length : undefined;
     });
     await waitUntil('a heartbeat of every pipeline', async () => (await readdir(heartbeats.path)).length === 3 || undefined);
@@ -107,7 +126,10 @@ describe('the production build on production dependencies only', () => {
     await heartbeats.remove();
     const admin = testKafka('prod-build-test').admin();
     await admin.connect();
-    const [committed, ends] = await Promise.all([committedOffsets(admin, names.groups.reviews, names.topics.reviews), endOffsets(admin, names.topics.reviews)]);
+    const [committed, ends] = await Promise.all([
+      committedOffsets(admin, names.groups.reviews, names.topics.reviews),
+      endOffsets(admin, names.topics.reviews),
+    ]);
     await admin.disconnect();
 
     // Assess
@@ -115,6 +137,10 @@ describe('the production build on production dependencies only', () => {
     expect(health).toMatchObject({ code: 0, stdout: 'healthy: app-stats, reviews, network-metrics\n' });
     expect(committed).toEqual(ends);
     expect(exit).toEqual({ code: 0, signal: null });
-    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual(['Running', 'Stopping', 'Stopped']);
+    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual([
+      'Running',
+      'Stopping',
+      'Stopped',
+    ]);
   });
 });

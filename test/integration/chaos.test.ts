@@ -43,8 +43,13 @@ describe('chaos (small run)', () => {
       expect(result.selfTest?.passed, report).toBe(true);
       const poisoned = Object.keys(result.workload.byLabel).filter((label) => label.startsWith('poison: '));
       expect(poisoned.map((label) => label.slice('poison: '.length)).sort()).toEqual([...REJECTION_REASONS].sort());
-      expect(result.faults.filter((fault) => fault.kind === 'kill-host').every((fault) => fault.detail.includes('host/main.ts'))).toBe(true);
-      expect(result.finalExits.every((exit) => exit.code === 0), report).toBe(true);
+      expect(result.faults.filter((fault) => fault.kind === 'kill-host').every((fault) => fault.detail.includes('host/main.ts'))).toBe(
+        true,
+      );
+      expect(
+        result.finalExits.every((exit) => exit.code === 0),
+        report,
+      ).toBe(true);
     },
     20 * 60_000,
   );

@@ -25,7 +25,9 @@ async function ingest(pipeline: PipelineName, topic: string, records: readonly T
   }
 }
 
-async function deadLetters(): Promise<Array<{ id: string; reason: string; detail: string; redriven_at: Date | null; kafka_offset: string }>> {
+async function deadLetters(): Promise<
+  Array<{ id: string; reason: string; detail: string; redriven_at: Date | null; kafka_offset: string }>
+> {
   const result = await schema.pool.query(
     'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY id',
   );
@@ -84,7 +86,16 @@ describe('dlq list', () => {
     expect(header).toEqual(['ID', 'STORED', 'PIPELINE', 'COORDINATES', 'REASON', 'SIZE', 'REDRIVEN', 'DETAIL']);
     const listed = JSON.parse(json.stdout) as {
       total: number;
-      letters: Array<{ id: string; pipeline: string; topic: string; partition: number; offset: string; reason: string; payloadSize: number; truncated: boolean }>;
+      letters: Array<{
+        id: string;
+        pipeline: string;
+        topic: string;
+        partition: number;
+        offset: string;
+        reason: string;
+        payloadSize: number;
+        truncated: boolean;
+      }>;
     };
     expect(listed.total).toBe(6);
     expect(table.stdout).toContain('6 of 6 shown');
@@ -180,23 +191,38 @@ describe('dlq redrive', () => {
     // Assess: rows appeared, their letters are marked, the rest stays pending with a fresh detail.
     expect(first.code).toBe(0);
     const report = JSON.parse(first.stdout) as {
-      pipelines: Array<{ pipeline: string; selected: number; redriven: number; stillFailing: number; inserted: number; notRedrivable: Array<{ why: string }> }>;
+      pipelines: Array<{
+        pipeline: string;
+        selected: number;
+        redriven: number;
+        stillFailing: number;
+        inserted: number;
+        notRedrivable: Array<{ why: string }>;
+      }>;
     };
     const reviews = report.pipelines.find((entry) => entry.pipeline === 'reviews');
     const appStats = report.pipelines.find((entry) => entry.pipeline === 'app-stats');
     expect(reviews).toMatchObject({ selected: 5, redriven: 2, stillFailing: 2, inserted: 2 });
-    expect(reviews?.notRedrivable.map((entry) => entry.why)).toEqual([`payload truncated to 65536 of ${Buffer.byteLength(HUGE_INVALID)} bytes`]);
+    expect(reviews?.notRedrivable.map((entry) => entry.why)).toEqual([
+      `payload truncated to 65536 of ${Buffer.byteLength(HUGE_INVALID)} bytes`,
+    ]);
     expect(appStats).toMatchObject({ selected: 1, redriven: 1, stillFailing: 0, inserted: 1 });
     expect(await count('reviews')).toBe(reviewsBefore + 2);
     expect(await count('app_stats')).toBe(1);
-    const stored = await schema.pool.query('SELECT review_id, source_partition, source_offset::text FROM reviews WHERE review_id LIKE $1 ORDER BY review_id', ['gp:late-%']);
+    const stored = await schema.pool.query(
+      'SELECT review_id, source_partition, source_offset::text FROM reviews WHERE review_id LIKE $1 ORDER BY review_id',
+      ['gp:late-%'],
+    );
     expect(stored.rows).toEqual([
       { review_id: 'gp:late-1', source_partition: 0, source_offset: '10' },
       { review_id: 'gp:late-2', source_partition: 1, source_offset: '20' },
     ]);
     const after = await deadLetters();
     expect(after).toHaveLength(6);
-    const marked = after.filter((row) => row.redriven_at !== null).map((row) => row.kafka_offset).sort();
+    const marked = after
+      .filter((row) => row.redriven_at !== null)
+      .map((row) => row.kafka_offset)
+      .sort();
     expect(marked).toEqual(['10', '20', '5']);
     const stillBroken = after.find((row) => row.kafka_offset === '21');
     expect(stillBroken?.redriven_at).toBeNull();
@@ -238,9 +264,16 @@ describe('dlq redrive on a larger set', () => {
     await ingest(
       'reviews',
       'reviews',
-      Array.from({ length: 5 }, (_, index) => ({ partition: 0, offset: 100 + index, value: { ...sampleReview(), review_id: `gp:later-${index}`, package_name: later.package_name } })),
+      Array.from({ length: 5 }, (_, index) => ({
+        partition: 0,
+        offset: 100 + index,
+        value: { ...sampleReview(), review_id: `gp:later-${index}`, package_name: later.package_name },
+      })),
     );
-    await schema.pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, true)', [later.id, later.package_name]);
+    await schema.pool.query('INSERT INTO apps_registry_application (id, package_name, is_active) VALUES ($1, $2, true)', [
+      later.id,
+      later.package_name,
+    ]);
     const smallBatches = { ...env, STORAGE_MAX_POLL_RECORDS_REVIEWS: '2' };
 
     // Act
@@ -268,7 +301,9 @@ describe('dlq redrive on a larger set', () => {
     expect(report.pipelines).toHaveLength(1);
     // Not a terminal: no progress; the text ends with the summary line
     expect(notOnTerminal.stderr).toBe('');
-    expect(notOnTerminal.stdout).toMatch(/\nre-driven 0 of 0 selected dead letter\(s\) in \d+\.\d s; 0 still failing, 0 not re-drivable\n$/);
+    expect(notOnTerminal.stdout).toMatch(
+      /\nre-driven 0 of 0 selected dead letter\(s\) in \d+\.\d s; 0 still failing, 0 not re-drivable\n$/,
+    );
   });
 });
 
@@ -283,9 +318,11 @@ describe('dlq purge', () => {
   }
   const totalOf = (groups: ReadonlyArray<{ count: number }>) => groups.reduce((sum, group) => sum + group.count, 0);
   const auditEntries = async () =>
-    (await schema.pool.query<{ actor: string; command: string; arguments: Record<string, unknown>; outcome: Record<string, unknown> }>(
-      "SELECT actor, command, arguments, outcome FROM operator_actions WHERE command = 'dlq purge' ORDER BY id",
-    )).rows;
+    (
+      await schema.pool.query<{ actor: string; command: string; arguments: Record<string, unknown>; outcome: Record<string, unknown> }>(
+        "SELECT actor, command, arguments, outcome FROM operator_actions WHERE command = 'dlq purge' ORDER BY id",
+      )
+    ).rows;
 
   beforeAll(async () => {
     // Every letter was stored 40 to 44 days ago, one a day apart by id; two more pending
@@ -294,14 +331,20 @@ describe('dlq purge', () => {
       { partition: 0, offset: 900, value: { ...sampleReview(), review_id: 'gp:waiting-1', package_name: 'com.example.unregistered' } },
       { partition: 0, offset: 901, value: { ...sampleReview(), review_id: 'gp:waiting-2', package_name: 'com.example.unregistered' } },
     ]);
-    await schema.pool.query("UPDATE dead_letter_events SET created_at = date_trunc('day', now()) - interval '40 days' - (id % 5) * interval '1 day'");
+    await schema.pool.query(
+      "UPDATE dead_letter_events SET created_at = date_trunc('day', now()) - interval '40 days' - (id % 5) * interval '1 day'",
+    );
   });
 
   it('without --yes deletes nothing and prints the absolute cut-off, what it would delete, what it keeps, and the exact command', async () => {
     // Prepare
     const redriven = await groupsInTable('redriven_at IS NOT NULL');
-    const pendingPlain = totalOf(await groupsInTable("redriven_at IS NULL AND reason NOT IN ('unknown_application', 'rejected_by_database')"));
-    const pendingRedrivable = totalOf(await groupsInTable("redriven_at IS NULL AND reason IN ('unknown_application', 'rejected_by_database')"));
+    const pendingPlain = totalOf(
+      await groupsInTable("redriven_at IS NULL AND reason NOT IN ('unknown_application', 'rejected_by_database')"),
+    );
+    const pendingRedrivable = totalOf(
+      await groupsInTable("redriven_at IS NULL AND reason IN ('unknown_application', 'rejected_by_database')"),
+    );
     expect(redriven.length).toBeGreaterThan(0);
     expect(pendingPlain).toBeGreaterThan(0);
     expect(pendingRedrivable).toBe(2);
@@ -314,14 +357,24 @@ describe('dlq purge', () => {
     // Assess
     expect(text.code).toBe(0);
     const total = totalOf(redriven);
-    expect(text.stdout).toMatch(new RegExp(`^would delete ${total} re-driven dead letter\\(s\\) stored before \\S+Z \\(older than 30d\\)\n`));
+    expect(text.stdout).toMatch(
+      new RegExp(`^would delete ${total} re-driven dead letter\\(s\\) stored before \\S+Z \\(older than 30d\\)\n`),
+    );
     const rows = tableRows(text.stdout.split('\n').slice(1).join('\n'));
     expect(rows[0]).toEqual(['PIPELINE', 'REASON', 'COUNT', 'OLDEST', 'NEWEST']);
-    expect(rows.slice(1, 1 + redriven.length)).toEqual(redriven.map((group) => [group.pipeline, group.reason, String(group.count), group.oldest, group.newest]));
-    expect(text.stdout).toContain(`kept ${pendingPlain} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`);
-    expect(text.stdout).toContain(`kept ${pendingRedrivable} pending unknown_application / rejected_by_database dead letter(s) of that age: each is the only copy of a valid message`);
+    expect(rows.slice(1, 1 + redriven.length)).toEqual(
+      redriven.map((group) => [group.pipeline, group.reason, String(group.count), group.oldest, group.newest]),
+    );
+    expect(text.stdout).toContain(
+      `kept ${pendingPlain} pending dead letter(s) of that age, never re-driven (--include-pending to include them)\n`,
+    );
+    expect(text.stdout).toContain(
+      `kept ${pendingRedrivable} pending unknown_application / rejected_by_database dead letter(s) of that age: each is the only copy of a valid message`,
+    );
     expect(text.stdout).toMatch(
-      new RegExp(`nothing was deleted; to delete exactly these ${total}, run:\n  storage-consumer dlq purge --before \\S+Z --expect ${total}:[0-9a-f]{12} --yes\n$`),
+      new RegExp(
+        `nothing was deleted; to delete exactly these ${total}, run:\n  storage-consumer dlq purge --before \\S+Z --expect ${total}:[0-9a-f]{12} --yes\n$`,
+      ),
     );
     const report = JSON.parse(json.stdout) as Record<string, unknown>;
     expect(report).toEqual({
@@ -343,7 +396,10 @@ describe('dlq purge', () => {
     // Prepare: a preview, then one more letter becomes purgeable (re-driven) before the --yes
     const redriven = await groupsInTable('redriven_at IS NOT NULL');
     const pendingBefore = (await deadLetters()).filter((row) => row.redriven_at === null);
-    const preview = JSON.parse((await runCli(['dlq', 'purge', '--older-than', '30d', '--json'], env)).stdout) as { command: string; wouldDelete: number };
+    const preview = JSON.parse((await runCli(['dlq', 'purge', '--older-than', '30d', '--json'], env)).stdout) as {
+      command: string;
+      wouldDelete: number;
+    };
     const args = preview.command.split(' ').slice(1);
     const sneaked = pendingBefore.find((row) => row.reason === 'invalid_json');
     await schema.pool.query('UPDATE dead_letter_events SET redriven_at = now() WHERE id = $1', [sneaked?.id]);
@@ -359,7 +415,12 @@ describe('dlq purge', () => {
     expect(changed.stderr).toContain(`the set changed since the preview (it had ${preview.wouldDelete} letter(s)`);
     expect(afterRefusal).toHaveLength(pendingBefore.length + totalOf(redriven));
     expect(purged.code).toBe(0);
-    expect(JSON.parse(purged.stdout)).toMatchObject({ confirmed: true, deleted: totalOf(redriven), groups: redriven, auditId: expect.any(String) });
+    expect(JSON.parse(purged.stdout)).toMatchObject({
+      confirmed: true,
+      deleted: totalOf(redriven),
+      groups: redriven,
+      auditId: expect.any(String),
+    });
     expect(await deadLetters()).toEqual(pendingBefore);
     const entries = await auditEntries();
     expect(entries).toHaveLength(1);
@@ -378,7 +439,10 @@ describe('dlq purge', () => {
     // Act
     const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--yes'], env);
     const left = await deadLetters();
-    const named = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--reason', 'unknown_application', '--yes', '--json'], env);
+    const named = await runCli(
+      ['dlq', 'purge', '--older-than', '30d', '--include-pending', '--reason', 'unknown_application', '--yes', '--json'],
+      env,
+    );
 
     // Assess
     expect(purged.code).toBe(0);

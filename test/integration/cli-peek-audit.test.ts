@@ -26,7 +26,13 @@ interface PeekJson {
     key: { encoding: string; text: string } | null;
     headers: Array<{ name: string; value: { encoding: string; text: string } | null }>;
     value: { encoding: string; text: string } | null;
-    contract: { verdict: string; reason?: string; detail?: string; fields?: Record<string, unknown>; violations?: { total: number; kept: string[] } };
+    contract: {
+      verdict: string;
+      reason?: string;
+      detail?: string;
+      fields?: Record<string, unknown>;
+      violations?: { total: number; kept: string[] };
+    };
   }>;
 }
 
@@ -60,7 +66,11 @@ describe('peek', () => {
     expect(valid?.contract).toMatchObject({ verdict: 'stored', fields: { review_id: 'gp:peek-1', score: 3 } });
     expect(binary?.value).toEqual({ encoding: 'hex', text: '7bfffe7d' });
     expect(binary?.contract).toMatchObject({ verdict: 'dead-lettered', reason: 'invalid_encoding' });
-    expect(invalid?.contract).toMatchObject({ verdict: 'dead-lettered', reason: 'invalid_message', detail: expect.stringMatching(/\(\+\d+ more\)$/) });
+    expect(invalid?.contract).toMatchObject({
+      verdict: 'dead-lettered',
+      reason: 'invalid_message',
+      detail: expect.stringMatching(/\(\+\d+ more\)$/),
+    });
     expect(invalid?.contract.violations?.kept.length).toBe(invalid?.contract.violations?.total);
     expect(text.code).toBe(0);
     expect(text.stdout).toContain(`${names.topics.reviews}-1@1`);
@@ -70,7 +80,11 @@ describe('peek', () => {
     expect(outside.stderr).toContain('there is no record at offset 3');
     expect(await stack.schema.pool.query('SELECT 1 FROM reviews').then((result) => result.rowCount)).toBe(0);
     expect(await stack.schema.pool.query('SELECT 1 FROM dead_letter_events').then((result) => result.rowCount)).toBe(0);
-    expect((await admin.fetchOffsets({ groupId: names.groups.reviews, topics: [names.topics.reviews] }))[0]?.partitions.every((p) => p.offset === '-1')).toBe(true);
+    expect(
+      (await admin.fetchOffsets({ groupId: names.groups.reviews, topics: [names.topics.reviews] }))[0]?.partitions.every(
+        (p) => p.offset === '-1',
+      ),
+    ).toBe(true);
     expect((await admin.listGroups()).groups.map((group) => group.groupId).filter((id) => id.includes('-peek-'))).toEqual(
       groupsBefore.filter((id) => id.includes('-peek-')),
     );
@@ -92,7 +106,9 @@ describe('audit', () => {
     expect(table.code).toBe(0);
     expect(table.stdout.split('\n')[0]).toMatch(/^\s*ID\s+TIME\s+ACTOR\s+COMMAND\s+ARGUMENTS\s+OUTCOME$/);
     expect(table.stdout).toMatch(/runbook-walker\s+replay\s+\{.*"pipeline":"app-stats"/);
-    const { entries } = JSON.parse(json.stdout) as { entries: Array<{ actor: string; command: string; outcome: { partitions: unknown[] } }> };
+    const { entries } = JSON.parse(json.stdout) as {
+      entries: Array<{ actor: string; command: string; outcome: { partitions: unknown[] } }>;
+    };
     expect(entries.at(-1)).toMatchObject({ actor: 'runbook-walker', command: 'replay' });
     expect(entries.at(-1)?.outcome.partitions).toHaveLength(3);
     expect((JSON.parse(future.stdout) as { entries: unknown[] }).entries).toEqual([]);

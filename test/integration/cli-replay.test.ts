@@ -54,7 +54,11 @@ function environment(names: PipelineNames): Record<string, string> {
   return hostEnvironment({ databaseUrl: schema.url, names, heartbeatDir: heartbeats.path });
 }
 
-async function runHostUntilCaughtUp(env: Record<string, string>, names: PipelineNames, pipelines: readonly PipelineName[]): Promise<HostHandle> {
+async function runHostUntilCaughtUp(
+  env: Record<string, string>,
+  names: PipelineNames,
+  pipelines: readonly PipelineName[],
+): Promise<HostHandle> {
   const host = startHost(loadHostSettings({ ...env, STORAGE_PIPELINES: pipelines.join(',') }), { logger: captureLogger() });
   hosts.push(host);
   expect(await host.running).toBe(true);
@@ -123,7 +127,13 @@ describe('replay reviews', () => {
     // Assess: the offsets before and after, and no other group moved
     expect(replayed.code).toBe(0);
     const report = JSON.parse(replayed.stdout) as ReplayJson;
-    expect(report).toMatchObject({ pipeline: 'reviews', to: { kind: 'earliest' }, replayed: true, refused: false, auditId: expect.any(String) });
+    expect(report).toMatchObject({
+      pipeline: 'reviews',
+      to: { kind: 'earliest' },
+      replayed: true,
+      refused: false,
+      auditId: expect.any(String),
+    });
     expect(report.before.partitions.map((partition) => partition.committed)).toEqual(asStrings(ends));
     expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['0', '0', '0']);
     expect(report.after?.lag).toBe(Number([...ends.values()].reduce((sum, end) => sum + end, 0n)));
@@ -133,9 +143,14 @@ describe('replay reviews', () => {
       'SELECT command, arguments, outcome FROM operator_actions WHERE id = $1',
       [report.auditId],
     );
-    expect(entry.rows[0]).toMatchObject({ command: 'replay', arguments: { pipeline: 'reviews', group: names.groups.reviews, to: { kind: 'earliest' } } });
+    expect(entry.rows[0]).toMatchObject({
+      command: 'replay',
+      arguments: { pipeline: 'reviews', group: names.groups.reviews, to: { kind: 'earliest' } },
+    });
     expect(entry.rows[0]?.outcome.partitions).toEqual(
-      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => ({ topic: names.topics.reviews, partition, before: end.toString(), after: '0' })),
+      [...ends]
+        .sort(([a], [b]) => a - b)
+        .map(([partition, end]) => ({ topic: names.topics.reviews, partition, before: end.toString(), after: '0' })),
     );
     expect(await committedOffsets(admin, names.groups['app-stats'], names.topics['app-stats'])).toEqual(appStatsBefore);
     expect(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).toEqual(networkBefore);
@@ -165,7 +180,9 @@ describe('replay reviews', () => {
 
     // Assess: refused, every partition named with its count, nothing moved
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`replay would move group ${names.groups.reviews} forward past 6 offset(s) the group has not committed`);
+    expect(refused.stderr).toContain(
+      `replay would move group ${names.groups.reviews} forward past 6 offset(s) the group has not committed`,
+    );
     for (const partition of [0, 1, 2]) {
       const end = ends.get(partition) as bigint;
       expect(refused.stderr).toContain(`partition ${partition}: 2 offset(s) (${end - 2n} to ${end - 1n})`);
@@ -180,11 +197,20 @@ describe('replay reviews', () => {
     const rows = tableRows(dryRun.stdout.slice(dryRun.stdout.indexOf('would reset')));
     expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG', 'SKIPPED']);
     expect(rows.slice(2)).toEqual(
-      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
+      [...ends]
+        .sort(([a], [b]) => a - b)
+        .map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
     );
     // A dry run exits as the real run would: 1 when refused
     expect(dryRunRefused.code).toBe(1);
-    expect(JSON.parse(dryRunRefused.stdout)).toMatchObject({ dryRun: true, replayed: false, refused: true, skipped: '6', refusal: expect.stringContaining('--allow-skip'), after: null });
+    expect(JSON.parse(dryRunRefused.stdout)).toMatchObject({
+      dryRun: true,
+      replayed: false,
+      refused: true,
+      skipped: '6',
+      refusal: expect.stringContaining('--allow-skip'),
+      after: null,
+    });
     expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
   });
 
@@ -204,7 +230,9 @@ describe('replay reviews', () => {
     expect(rows[1]).toEqual(['PARTITION', 'BEFORE', 'AFTER', 'END', 'LAG', 'SKIPPED']);
     expect(replayed.stdout).toMatch(/\naudit entry \d+ written\n$/);
     expect(rows.slice(2, 5)).toEqual(
-      [...ends].sort(([a], [b]) => a - b).map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
+      [...ends]
+        .sort(([a], [b]) => a - b)
+        .map(([partition, end]) => [String(partition), String(before.get(partition)), String(end), String(end), '0', '2']),
     );
     const [group] = (JSON.parse(lag.stdout) as { groups: PositionJson[] }).groups;
     expect(group?.lag).toBe(0);
@@ -235,9 +263,15 @@ describe('replay reviews', () => {
     });
     expect(afterRefusal).toEqual(new Map([...before, [1, end1 - 1n]]));
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`forward past 1 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 1: 1 offset(s) (${back} to ${back})`);
+    expect(refused.stderr).toContain(
+      `forward past 1 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 1: 1 offset(s) (${back} to ${back})`,
+    );
     expect(skipped.code).toBe(0);
-    expect(JSON.parse(skipped.stdout)).toMatchObject({ replayed: true, skipped: '1', plan: [{ partition: 1, before: back, after: end1.toString(), skipped: '1' }] });
+    expect(JSON.parse(skipped.stdout)).toMatchObject({
+      replayed: true,
+      skipped: '1',
+      plan: [{ partition: 1, before: back, after: end1.toString(), skipped: '1' }],
+    });
     expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(before);
   });
 
@@ -248,7 +282,9 @@ describe('replay reviews', () => {
     const noPartition = await runCli(['replay', 'reviews', '--partition', '7', '--to', 'earliest'], env);
 
     expect(outside.code).toBe(1);
-    expect(outside.stderr).toContain(`offset ${end0 + 1n} is outside partition 0 of ${names.topics.reviews}: it holds offsets 0 to ${end0} (the end); nothing was changed`);
+    expect(outside.stderr).toContain(
+      `offset ${end0 + 1n} is outside partition 0 of ${names.topics.reviews}: it holds offsets 0 to ${end0} (the end); nothing was changed`,
+    );
     expect(noPartition.code).toBe(1);
     expect(noPartition.stderr).toContain(`topic ${names.topics.reviews} has no partition 7 (partitions 0, 1, 2)`);
     expect((await runCli(['replay', 'reviews', '--to-offset', '3'], env)).code).toBe(2);
@@ -277,13 +313,18 @@ describe('replay to a timestamp', () => {
     // skips 0-4.
     const missing = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--dry-run'], env);
     const refused = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--create-group'], env);
-    const replayed = await runCli(['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--create-group', '--json'], env);
+    const replayed = await runCli(
+      ['replay', 'reviews', '--to', '2026-11-30T09:30:05+03:30', '--allow-skip', '--create-group', '--json'],
+      env,
+    );
 
     // Assess
     expect(missing.code).toBe(1);
     expect(missing.stdout, missing.stderr).toMatch(new RegExp(`^dry run: would be refused: group ${names.groups.reviews} does not exist`));
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('forward past 5 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 0: 5 offset(s) (0 to 4)');
+    expect(refused.stderr).toContain(
+      'forward past 5 offset(s) the group has not committed; whatever of them is not stored yet would never be: partition 0: 5 offset(s) (0 to 4)',
+    );
     expect(replayed.code).toBe(0);
     const report = JSON.parse(replayed.stdout) as ReplayJson;
     expect(report.to).toEqual({ kind: 'timestamp', at: '2026-11-30T06:00:05.000Z' });
@@ -298,7 +339,10 @@ describe('replay to a timestamp', () => {
     // Prepare: an existing group with committed offsets, and a producer writing all along
     const names = await createTestPipelines('cli-replay-busy');
     const env = environment(names);
-    await produce(names.topics.reviews, jsonMessages(Array.from({ length: 6 }, (_, index) => ({ ...sampleReview(), review_id: `busy:${index}` }))));
+    await produce(
+      names.topics.reviews,
+      jsonMessages(Array.from({ length: 6 }, (_, index) => ({ ...sampleReview(), review_id: `busy:${index}` }))),
+    );
     const seeded = await runCli(['replay', 'reviews', '--to', 'earliest', '--create-group'], env);
     expect(seeded.code).toBe(0);
     let writing = true;
@@ -312,7 +356,12 @@ describe('replay to a timestamp', () => {
     const tries = [];
     try {
       for (let attempt = 0; attempt < 6; attempt += 1) {
-        tries.push(await runCli(['replay', 'reviews', '--to', new Date(Date.now() + 3_600_000).toISOString(), '--allow-skip', '--dry-run', '--json'], env));
+        tries.push(
+          await runCli(
+            ['replay', 'reviews', '--to', new Date(Date.now() + 3_600_000).toISOString(), '--allow-skip', '--dry-run', '--json'],
+            env,
+          ),
+        );
       }
       tries.push(await runCli(['replay', 'reviews', '--to', '24h', '--dry-run', '--json'], env));
     } finally {

@@ -149,11 +149,20 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     expect(group?.group).toBe(names.groups.reviews);
     expect(group?.members).toHaveLength(1);
     const ends = await admin.fetchTopicOffsets(names.topics.reviews);
-    expect(group?.partitions.map((partition) => partition.end)).toEqual(ends.sort((a, b) => a.partition - b.partition).map((end) => end.high));
+    expect(group?.partitions.map((partition) => partition.end)).toEqual(
+      ends.sort((a, b) => a.partition - b.partition).map((end) => end.high),
+    );
     expect(group?.partitions.every((partition) => partition.committed === partition.end && partition.lag === 0)).toBe(true);
     expect(table.stdout).toContain(`reviews: group ${names.groups.reviews} on ${names.topics.reviews}, Stable, 1 member(s)`);
     const rows = tableRows(table.stdout).slice(2);
-    expect(rows).toEqual(group?.partitions.map((partition) => [String(partition.partition), partition.committed ?? 'none', partition.end, String(partition.lag)]));
+    expect(rows).toEqual(
+      group?.partitions.map((partition) => [
+        String(partition.partition),
+        partition.committed ?? 'none',
+        partition.end,
+        String(partition.lag),
+      ]),
+    );
   });
 
   it('fails at the lag step when a stopped pipeline builds lag, naming its group', async () => {

@@ -6,7 +6,14 @@ import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
-import { closeHostTestStack, committedOffsets, createTestPipelines, hostEnvironment, openHostTestStack, waitForCommittedToEnd } from '../helpers/host.js';
+import {
+  closeHostTestStack,
+  committedOffsets,
+  createTestPipelines,
+  hostEnvironment,
+  openHostTestStack,
+  waitForCommittedToEnd,
+} from '../helpers/host.js';
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
 import { sampleNetworkMetrics } from '../helpers/messages.js';
 import { captureLogger } from '../helpers/lambda-events.js';
@@ -40,7 +47,10 @@ afterAll(async () => {
 });
 
 function host(names: PipelineNames, logger = captureLogger()): { handle: HostHandle; logger: ReturnType<typeof captureLogger> } {
-  const handle = startHost(loadHostSettings(hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path })), { logger });
+  const handle = startHost(
+    loadHostSettings(hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path })),
+    { logger },
+  );
   hosts.push(handle);
   return { handle, logger };
 }
@@ -76,7 +86,10 @@ describe('compressed batches', () => {
     // Act: three records per codec, one codec after the other
     for (const codec of Object.values(KAFKA_CODECS)) {
       const values = [metrics(), metrics(), metrics()];
-      sent.set(codec, values.map((value) => value.analysis_id));
+      sent.set(
+        codec,
+        values.map((value) => value.analysis_id),
+      );
       await consoleProduce({ topic, codec, records: values.map((value) => ({ value: JSON.stringify(value) })) });
     }
     await waitForCommittedToEnd(stack.admin, names.groups['network-metrics'], topic);
@@ -85,7 +98,10 @@ describe('compressed batches', () => {
     const { rows } = await stack.schema.pool.query<{ analysis_id: string }>('SELECT analysis_id FROM network_metrics');
     const stored = new Set(rows.map((row) => row.analysis_id));
     for (const [codec, ids] of sent) {
-      expect(ids.filter((id) => stored.has(id)), codec).toEqual(ids);
+      expect(
+        ids.filter((id) => stored.has(id)),
+        codec,
+      ).toEqual(ids);
       expect(decompressed.get(codec) ?? 0, `${codec} batches decompressed`).toBeGreaterThan(0);
     }
     const { rows: letters } = await stack.schema.pool.query('SELECT 1 FROM dead_letter_events WHERE topic = $1', [topic]);
@@ -121,7 +137,13 @@ describe('compressed batches', () => {
       // The failure may come before the host has reported Running (seen on a restart, where the
       // group already exists and the first fetch is quicker); either way it fails, then stops.
       const states = logger.lines.filter((line) => typeof line.extra.state === 'string').map((line) => line.extra.state);
-      expect([['Running', 'Failing', 'Stopped'], ['Failing', 'Stopped']], start).toContainEqual(states);
+      expect(
+        [
+          ['Running', 'Failing', 'Stopped'],
+          ['Failing', 'Stopped'],
+        ],
+        start,
+      ).toContainEqual(states);
       // nothing was skipped: the batch is still there for a host that can read it
       expect([...(await committedOffsets(stack.admin, names.groups['network-metrics'], topic)).values()], start).toEqual([-1n, -1n, -1n]);
     }
@@ -147,7 +169,12 @@ describe('compressed batches', () => {
     const send = (count: number, compression: kafkajs.CompressionTypes) => {
       const values = Array.from({ length: count }, () => metrics());
       (compression === kafkajs.CompressionTypes.None ? sent.good : sent.skipped).push(...values.map((value) => value.analysis_id));
-      return producer.send({ topic, acks: -1, compression, messages: values.map((value) => ({ partition: 2, value: JSON.stringify(value) })) });
+      return producer.send({
+        topic,
+        acks: -1,
+        compression,
+        messages: values.map((value) => ({ partition: 2, value: JSON.stringify(value) })),
+      });
     };
     try {
       await send(3, kafkajs.CompressionTypes.None);
@@ -180,7 +207,12 @@ describe('compressed batches', () => {
         `cannot decompress a record batch compressed with lz4: corrupt frame header; if Kafka's own clients cannot read it either, step over it with: ${command}`,
     );
     console.log(`[codecs] the unreadable-batch line: ${JSON.stringify({ message: failure?.message, ...failure?.extra })}`);
-    expect(logger.lines.find((line) => line.message === 'Failing')?.extra).toMatchObject({ topic, partition: 2, first_offset: '3', last_offset: '7' });
+    expect(logger.lines.find((line) => line.message === 'Failing')?.extra).toMatchObject({
+      topic,
+      partition: 2,
+      first_offset: '3',
+      last_offset: '7',
+    });
     expect((await committedOffsets(stack.admin, group, topic)).get(2)).toBe(3n);
 
     // Act: the printed command, then the host again with the codec still broken
@@ -192,9 +224,10 @@ describe('compressed batches', () => {
     await after.handle.stop();
 
     // Assess: exactly the five records of the batch were stepped over
-    const { rows } = await stack.schema.pool.query<{ analysis_id: string }>('SELECT analysis_id FROM network_metrics WHERE analysis_id = ANY($1)', [
-      [...sent.good, ...sent.skipped],
-    ]);
+    const { rows } = await stack.schema.pool.query<{ analysis_id: string }>(
+      'SELECT analysis_id FROM network_metrics WHERE analysis_id = ANY($1)',
+      [[...sent.good, ...sent.skipped]],
+    );
     expect(rows.map((row) => row.analysis_id).sort()).toEqual([...sent.good].sort());
     expect(sent.skipped).toHaveLength(5);
     expect(after.logger.lines.filter((line) => line.message === 'pipeline failed')).toEqual([]);

@@ -109,7 +109,8 @@ function namesField(detail: string, field: string): boolean {
 }
 
 function sameBytes(stored: Buffer | null | undefined, expected: Buffer | null | undefined): boolean {
-  if (stored === null || stored === undefined || expected === null || expected === undefined) return (stored ?? null) === (expected ?? null);
+  if (stored === null || stored === undefined || expected === null || expected === undefined)
+    return (stored ?? null) === (expected ?? null);
   return stored.equals(expected);
 }
 
@@ -127,7 +128,9 @@ async function lettersAt(topic: PipelineName, partition: number, offset: number)
 
 async function snapshot(): Promise<string> {
   const tables = await Promise.all(Object.values(TABLES).map((table) => readRows(schema.pool, table)));
-  const letters = await schema.pool.query('SELECT topic, partition, kafka_offset, reason, detail, payload_sha256 FROM dead_letter_events ORDER BY 1, 2, 3');
+  const letters = await schema.pool.query(
+    'SELECT topic, partition, kafka_offset, reason, detail, payload_sha256 FROM dead_letter_events ORDER BY 1, 2, 3',
+  );
   const sorted = tables.map((rows) => rows.map((row) => JSON.stringify(row)).sort());
   return JSON.stringify({ sorted, letters: letters.rows });
 }
@@ -167,7 +170,9 @@ describe('the hostile corpus', () => {
     expect(reports).toHaveLength(events.length);
     for (const report of reports) {
       expect(report).toMatchObject({ failed: false, attempts: 1 });
-      expect(report.inserted + report.updated + report.skipped + report.deduplicated + report.deadLettered + report.alreadyDeadLettered).toBe(report.records);
+      expect(
+        report.inserted + report.updated + report.skipped + report.deduplicated + report.deadLettered + report.alreadyDeadLettered,
+      ).toBe(report.records);
     }
     // Rejections are logged as warnings; a row the database refused would be isolated with this one.
     expect(warnings.mock.calls.filter(([message]) => String(message).includes('isolating'))).toEqual([]);
@@ -218,7 +223,8 @@ describe('the hostile corpus', () => {
 
   it('holds nothing beyond the expected rows and dead letters', async () => {
     for (const topic of CORPUS_PIPELINES) {
-      const expectedRows = CORPUS.filter((corpusCase) => corpusCase.topic === topic && corpusCase.expect.kind === 'stored').length + neighbours[topic].length;
+      const expectedRows =
+        CORPUS.filter((corpusCase) => corpusCase.topic === topic && corpusCase.expect.kind === 'stored').length + neighbours[topic].length;
       expect(await readRows(schema.pool, TABLES[topic])).toHaveLength(expectedRows);
     }
     const letters = await schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM dead_letter_events');

@@ -53,7 +53,10 @@ interface Topic {
 /** One code point PostgreSQL can store: never NUL, never a lone surrogate. */
 const storableChar = fc.oneof(
   { weight: 6, arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 1 }) },
-  { weight: 2, arbitrary: fc.constantFrom('é', 'ß', '中', 'ش', '\u{1F326}', '\u{1F469}', '\u200d', '\u0301', '\u2028', '\ufeff', '\uffff', '"', '\\') },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom('é', 'ß', '中', 'ش', '\u{1F326}', '\u{1F469}', '\u200d', '\u0301', '\u2028', '\ufeff', '\uffff', '"', '\\'),
+  },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 0x1f }).map((code) => String.fromCharCode(code)) },
   {
     weight: 1,
@@ -89,7 +92,9 @@ const timestamp = fc
     fraction: fc.oneof(fc.constant(''), fc.stringMatching(/^\.\d{1,6}$/)),
     offset: fc.oneof(
       fc.constantFrom('', 'Z', '+00:00', '-00:00'),
-      fc.tuple(fc.constantFrom('+', '-'), fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 })).map(([sign, h, m]) => `${sign}${pad(h, 2)}:${pad(m, 2)}`),
+      fc
+        .tuple(fc.constantFrom('+', '-'), fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 }))
+        .map(([sign, h, m]) => `${sign}${pad(h, 2)}:${pad(m, 2)}`),
     ),
   })
   .map(({ year, month, day, hour, minute, second, fraction, offset }) => {
@@ -107,7 +112,11 @@ function integer(min: number, max: number): fc.Arbitrary<number | RawJson> {
   );
 }
 const bigint = (min = 0) =>
-  fc.oneof(fc.maxSafeNat().filter((value) => value >= min), fc.constant(Number.MAX_SAFE_INTEGER), integer(min, 2_147_483_647));
+  fc.oneof(
+    fc.maxSafeNat().filter((value) => value >= min),
+    fc.constant(Number.MAX_SAFE_INTEGER),
+    integer(min, 2_147_483_647),
+  );
 /** A finite double in range: subnormals, -0, the bounds, and anything between. */
 function double(min: number, max: number): fc.Arbitrary<number> {
   return fc.oneof(
@@ -115,8 +124,13 @@ function double(min: number, max: number): fc.Arbitrary<number> {
     fc.constantFrom(min, max, 5e-324, 0.1, 1 / 3).filter((value) => value >= min && value <= max),
   );
 }
-const price = fc.oneof(fc.integer({ min: 0, max: 999_999_999_999 }), fc.constantFrom(0, 1, 99, 999_999_999_999)).map((cents) => cents / 100);
-const uuid = fc.oneof(fc.uuid(), fc.uuid().map((value) => value.toUpperCase()));
+const price = fc
+  .oneof(fc.integer({ min: 0, max: 999_999_999_999 }), fc.constantFrom(0, 1, 99, 999_999_999_999))
+  .map((cents) => cents / 100);
+const uuid = fc.oneof(
+  fc.uuid(),
+  fc.uuid().map((value) => value.toUpperCase()),
+);
 const knownPackage = fc.constantFrom(...APPS.map((app) => app.package_name));
 
 /** A JSON token written as is. */
@@ -343,8 +357,14 @@ describe.each(MODELLED)('%s: decoded, stored and read back', (name) => {
       fc.constantFrom(0, 1, 2).map((slot) => {
         const keyed = { ...message };
         if (name === 'reviews') keyed.review_id = `dup:${slot}`;
-        if (name === 'app-stats') keyed.crawled_at = ['2026-11-30T06:00:00Z', '2026-11-30T09:30:00+03:30', '2026-11-30T06:00:00.000001'][slot];
-        if (name === 'network-metrics') keyed.analysis_id = ['c0c0a000-0000-4000-8000-00000000000a', 'C0C0A000-0000-4000-8000-00000000000A', 'c0c0a000-0000-4000-8000-00000000000b'][slot];
+        if (name === 'app-stats')
+          keyed.crawled_at = ['2026-11-30T06:00:00Z', '2026-11-30T09:30:00+03:30', '2026-11-30T06:00:00.000001'][slot];
+        if (name === 'network-metrics')
+          keyed.analysis_id = [
+            'c0c0a000-0000-4000-8000-00000000000a',
+            'C0C0A000-0000-4000-8000-00000000000A',
+            'c0c0a000-0000-4000-8000-00000000000b',
+          ][slot];
         if (name === 'app-stats') keyed.package_name = 'com.example.weather';
         return Buffer.from(jsonText(keyed), 'utf8');
       }),

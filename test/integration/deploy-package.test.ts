@@ -57,8 +57,7 @@ interface Packaged {
 
 // --- the few CloudFormation semantics the template uses (Fn::Equals/Not/If, AWS::NoValue) ----
 
-const isObject = (value: Json | undefined): value is JsonObject =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: Json | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 const NO_VALUE = Symbol('AWS::NoValue');
 
 function evaluateCondition(node: Json, conditions: Record<string, Json>): boolean {
@@ -141,7 +140,10 @@ async function packageStage(stage: Stage, directory: string): Promise<Packaged> 
     return conditions[name] === true;
   };
   const declared = Object.fromEntries(
-    Object.entries(template.Resources).map(([id, resource]) => [id, resolveValue(resource as unknown as Json, holds) as unknown as Resource]),
+    Object.entries(template.Resources).map(([id, resource]) => [
+      id,
+      resolveValue(resource as unknown as Json, holds) as unknown as Resource,
+    ]),
   );
   const resources = Object.fromEntries(
     Object.entries(declared).filter(([, resource]) => resource.Condition === undefined || holds(resource.Condition)),
@@ -213,9 +215,12 @@ afterAll(async () => {
 describe.each(STAGES)('sls package --stage %s', (stage) => {
   it('runs every function on nodejs24.x, arm64, and bundles each under 1.5 MB', () => {
     const functions = ofType(packaged[stage], 'AWS::Lambda::Function');
-    expect(functions.map(([id]) => id).sort()).toEqual(
-      ['AppStatsLambdaFunction', 'MigrateLambdaFunction', 'NetworkMetricsLambdaFunction', 'ReviewsLambdaFunction'],
-    );
+    expect(functions.map(([id]) => id).sort()).toEqual([
+      'AppStatsLambdaFunction',
+      'MigrateLambdaFunction',
+      'NetworkMetricsLambdaFunction',
+      'ReviewsLambdaFunction',
+    ]);
     for (const [, fn] of functions) {
       expect(fn.Properties.Runtime).toBe('nodejs24.x');
       expect(fn.Properties.Architectures).toEqual(['arm64']);
@@ -258,7 +263,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     console.log('handler module import time (median of 3, ms):', JSON.stringify(timings));
   });
 
-  it('gives consumers a timeout that covers the retry budget of a batch, within a Kafka mapping\'s limit', () => {
+  it("gives consumers a timeout that covers the retry budget of a batch, within a Kafka mapping's limit", () => {
     for (const { fn } of CONSUMERS) {
       const timeout = packaged[stage].resources[`${fn}LambdaFunction`]?.Properties.Timeout as number;
       expect(timeout).toBeGreaterThan(RETRY_BACKOFF_S + ATTEMPTS * CONNECT_TIMEOUT_S);
@@ -289,7 +294,9 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       const variables = ((fn.Properties.Environment as JsonObject | undefined)?.Variables ?? {}) as JsonObject;
       const reports = variables.STORAGE_FAILURE_RESPONSE === 'report';
       const own = mappings.filter(([, mapping]) => JSON.stringify(mapping.Properties.FunctionName) === JSON.stringify({ Ref: id }));
-      const reported = own.filter(([, mapping]) => (mapping.Properties.FunctionResponseTypes as Json[] | undefined)?.includes('ReportBatchItemFailures'));
+      const reported = own.filter(([, mapping]) =>
+        (mapping.Properties.FunctionResponseTypes as Json[] | undefined)?.includes('ReportBatchItemFailures'),
+      );
       if (reports) expect(reported.length, `${id} answers in the report form`).toBe(own.length);
       if (reports) expect(own.length, `${id} answers in the report form`).toBeGreaterThan(0);
       if (!reports) expect(reported, `${id} throws, so no mapping of it may read reports`).toEqual([]);
@@ -305,7 +312,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     }
   });
 
-  it('raises seven alarms per consumer, all to the stage\'s topic', () => {
+  it("raises seven alarms per consumer, all to the stage's topic", () => {
     const alarms = ofType(packaged[stage], 'AWS::CloudWatch::Alarm');
     expect(alarms).toHaveLength(CONSUMERS.length * 7);
     for (const [id, alarm] of alarms) {
@@ -322,7 +329,12 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       expect(alarm('Errors')).toMatchObject({ Namespace: 'AWS/Lambda', MetricName: 'Errors', Dimensions: byFunction, Threshold: 0 });
       expect(alarm('Throttles')).toMatchObject({ Namespace: 'AWS/Lambda', MetricName: 'Throttles', Dimensions: byFunction, Threshold: 0 });
       const timeoutMs = (packaged[stage].resources[`${fn}LambdaFunction`]!.Properties.Timeout as number) * 1000;
-      expect(alarm('Duration')).toMatchObject({ MetricName: 'Duration', Statistic: 'Maximum', Dimensions: byFunction, Threshold: 0.8 * timeoutMs });
+      expect(alarm('Duration')).toMatchObject({
+        MetricName: 'Duration',
+        Statistic: 'Maximum',
+        Dimensions: byFunction,
+        Threshold: 0.8 * timeoutMs,
+      });
       expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
       // The table `verify` checks lag against (cli/lag-thresholds.ts) is the alarms' own.
       expect(alarm('OffsetLag').Threshold).toBe(lagAlarmThresholds(stage)[pipeline]);
@@ -339,13 +351,15 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       const stalled = alarm('Stalled');
       expect(stalled.TreatMissingData).toBe('breaching');
       const metrics = stalled.Metrics as JsonObject[];
-      const watched = metrics.flatMap((metric) => (metric.MetricStat ? [((metric.MetricStat as JsonObject).Metric as JsonObject).MetricName] : []));
+      const watched = metrics.flatMap((metric) =>
+        metric.MetricStat ? [((metric.MetricStat as JsonObject).Metric as JsonObject).MetricName] : [],
+      );
       expect(watched.sort()).toEqual(['Invocations', 'OffsetLag']);
       expect(metrics.find((metric) => metric.ReturnData === true)?.Expression).toBe('IF(lag > 0 AND FILL(invocations, 0) == 0, 1, 0)');
     }
   });
 
-  it('shows every consumer on the stage\'s dashboard, each widget naming a metric the code or AWS/Lambda emits', () => {
+  it("shows every consumer on the stage's dashboard, each widget naming a metric the code or AWS/Lambda emits", () => {
     const dashboards = ofType(packaged[stage], 'AWS::CloudWatch::Dashboard');
     expect(dashboards.map(([id]) => id)).toEqual(['Dashboard']);
     const properties = dashboards[0]![1].Properties;
@@ -365,7 +379,9 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       for (const metric of widget.metrics) {
         const [namespace, name, ...rest] = metric as [string, string, ...Json[]];
         const options = (typeof rest.at(-1) === 'object' ? rest.pop() : {}) as { stat?: string };
-        const dimensions = Object.fromEntries(Array.from({ length: rest.length / 2 }, (_, index) => [rest[2 * index], rest[2 * index + 1]]));
+        const dimensions = Object.fromEntries(
+          Array.from({ length: rest.length / 2 }, (_, index) => [rest[2 * index], rest[2 * index + 1]]),
+        );
         let consumer: string;
         if (namespace === 'AWS/Lambda') {
           expect(lambdaEmits.has(name), `${widget.title}: AWS/Lambda has no ${name}`).toBe(true);
@@ -380,11 +396,28 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
           consumer = dimensions.pipeline as string;
         }
         expect(widget.title.startsWith(`${consumer}: `), widget.title).toBe(true);
-        (shown[consumer] ??= new Set()).add(`${name}${options.stat === 'p50' || options.stat === 'p99' || options.stat === 'SampleCount' || name === 'Duration' ? ` ${options.stat}` : ''}`);
+        (shown[consumer] ??= new Set()).add(
+          `${name}${options.stat === 'p50' || options.stat === 'p99' || options.stat === 'SampleCount' || name === 'Duration' ? ` ${options.stat}` : ''}`,
+        );
       }
     }
-    const everyConsumerShows = ['Inserted', 'Updated', 'Skipped', 'DeadLettered', 'BatchFailed', 'BatchDurationMs p50', 'BatchDurationMs p99', 'OffsetLag', 'Errors', 'Throttles', 'ConcurrentExecutions', 'BatchDurationMs SampleCount', 'Duration Maximum'];
-    for (const { pipeline } of CONSUMERS) expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
+    const everyConsumerShows = [
+      'Inserted',
+      'Updated',
+      'Skipped',
+      'DeadLettered',
+      'BatchFailed',
+      'BatchDurationMs p50',
+      'BatchDurationMs p99',
+      'OffsetLag',
+      'Errors',
+      'Throttles',
+      'ConcurrentExecutions',
+      'BatchDurationMs SampleCount',
+      'Duration Maximum',
+    ];
+    for (const { pipeline } of CONSUMERS)
+      expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
     expect(Object.keys(shown).sort()).toEqual(CONSUMERS.map(({ pipeline }) => pipeline).sort());
   });
 
@@ -394,9 +427,15 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     for (const role of ['ConsumerRole', 'MigrationRole']) {
       for (const statement of statementsOf(resources[role]!)) {
         if (resourcesOf(statement).includes('*')) {
-          expect(actionsOf(statement).every((action) => action.startsWith('ec2:Describe')), JSON.stringify(statement)).toBe(true);
+          expect(
+            actionsOf(statement).every((action) => action.startsWith('ec2:Describe')),
+            JSON.stringify(statement),
+          ).toBe(true);
         }
-        expect(actionsOf(statement).some((action) => action.endsWith('*')), JSON.stringify(statement)).toBe(false);
+        expect(
+          actionsOf(statement).some((action) => action.endsWith('*')),
+          JSON.stringify(statement),
+        ).toBe(false);
       }
     }
     const migrationActions = statementsOf(resources.MigrationRole!).flatMap(actionsOf);
@@ -411,9 +450,18 @@ describe('the packaged templates against the CloudFormation resource specificati
   it.each(STAGES)('%s: every type, property name, required property, literal and intrinsic conforms', async (stage) => {
     const { template } = packaged[stage];
     // The Kafka mappings carry the newer properties the check must know (provisioned mode, error controls).
-    for (const [id, mapping] of Object.entries(template.Resources).filter(([, resource]) => resource.Type === 'AWS::Lambda::EventSourceMapping')) {
+    for (const [id, mapping] of Object.entries(template.Resources).filter(
+      ([, resource]) => resource.Type === 'AWS::Lambda::EventSourceMapping',
+    )) {
       expect(Object.keys(mapping.Properties), id).toEqual(
-        expect.arrayContaining(['ProvisionedPollerConfig', 'MaximumRetryAttempts', 'MaximumRecordAgeInSeconds', 'BisectBatchOnFunctionError', 'FunctionResponseTypes', 'MetricsConfig']),
+        expect.arrayContaining([
+          'ProvisionedPollerConfig',
+          'MaximumRetryAttempts',
+          'MaximumRecordAgeInSeconds',
+          'BisectBatchOnFunctionError',
+          'FunctionResponseTypes',
+          'MetricsConfig',
+        ]),
       );
     }
     expect(validateTemplate(template as unknown as CloudFormationTemplate, await loadSpecification(), stage)).toEqual([]);
@@ -430,16 +478,20 @@ describe('the packaged templates against the CloudFormation resource specificati
     const problems = validateTemplate(template, await loadSpecification(), 'prod');
     expect(problems).toHaveLength(2);
     expect(problems).toContainEqual(
-      expect.stringMatching(/^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property BisectBatchOnFunctionErrors: unknown property/),
+      expect.stringMatching(
+        /^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property BisectBatchOnFunctionErrors: unknown property/,
+      ),
     );
     expect(problems).toContainEqual(
-      expect.stringMatching(/^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property ProvisionedPollerConfig\.MinimumPoller: unknown property of ProvisionedPollerConfig/),
+      expect.stringMatching(
+        /^stage prod, resource ReviewsEventSourceMapping \(AWS::Lambda::EventSourceMapping\), property ProvisionedPollerConfig\.MinimumPoller: unknown property of ProvisionedPollerConfig/,
+      ),
     );
   });
 });
 
 describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
-  it('gives each event source mapping\'s UUID as a stack output, for the pause runbook\'s --no-enabled call', () => {
+  it("gives each event source mapping's UUID as a stack output, for the pause runbook's --no-enabled call", () => {
     const { outputs, resources } = packaged[stage];
     for (const { fn, pipeline } of CONSUMERS) {
       const output = outputs[`${fn}EventSourceMappingUuid`];
@@ -473,7 +525,7 @@ describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
     }
   });
 
-  it('reads database credentials from the stage\'s secret over verified TLS, inside the VPC', () => {
+  it("reads database credentials from the stage's secret over verified TLS, inside the VPC", () => {
     const { resources } = packaged[stage];
     for (const id of ['MigrateLambdaFunction', ...CONSUMERS.map(({ fn }) => `${fn}LambdaFunction`)]) {
       const fn = resources[id]!.Properties;
@@ -484,7 +536,9 @@ describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
       expect(variables.DATABASE_URL).not.toMatch(/@/); // no credentials in the configuration
       expect((fn.VpcConfig as JsonObject).SubnetIds).not.toEqual([]);
       for (const role of ['ConsumerRole', 'MigrationRole']) {
-        const secretStatements = statementsOf(resources[role]!).filter((statement) => actionsOf(statement).includes('secretsmanager:GetSecretValue'));
+        const secretStatements = statementsOf(resources[role]!).filter((statement) =>
+          actionsOf(statement).includes('secretsmanager:GetSecretValue'),
+        );
         expect(secretStatements.flatMap(resourcesOf)).toContain(variables.STORAGE_DB_SECRET_ID);
       }
     }
@@ -504,7 +558,11 @@ describe('Kafka sources per stage', () => {
       .filter((statement) => actionsOf(statement).includes('secretsmanager:GetSecretValue'))
       .flatMap(resourcesOf);
     expect(secretResources).toContain(saslSecret);
-    expect(statementsOf(resources.ConsumerRole!).flatMap(actionsOf).filter((action) => action.startsWith('kafka'))).toEqual([]);
+    expect(
+      statementsOf(resources.ConsumerRole!)
+        .flatMap(actionsOf)
+        .filter((action) => action.startsWith('kafka')),
+    ).toEqual([]);
   });
 
   it.each(['staging', 'prod'] as const)('%s reads its MSK cluster with IAM access control scoped to its topics and groups', (stage) => {
@@ -515,7 +573,8 @@ describe('Kafka sources per stage', () => {
     expect(mapping.SelfManagedEventSource).toBeUndefined();
     expect(mapping.SourceAccessConfigurations).toBeUndefined();
     const statements = statementsOf(resources.ConsumerRole!);
-    const scope = (action: string) => JSON.stringify(statements.filter((statement) => actionsOf(statement).includes(action)).flatMap(resourcesOf));
+    const scope = (action: string) =>
+      JSON.stringify(statements.filter((statement) => actionsOf(statement).includes(action)).flatMap(resourcesOf));
     expect(scope('kafka:GetBootstrapBrokers')).toContain(`:cluster/${cluster}/`);
     for (const { pipeline } of CONSUMERS) {
       expect(scope('kafka-cluster:ReadData')).toContain(`:topic/${cluster}/`);

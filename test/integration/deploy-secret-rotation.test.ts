@@ -21,7 +21,14 @@ const ROTATED_AWAY_USER = 'storage_before_rotation';
 /** One PostgreSQL ErrorResponse message (FATAL, the given SQLSTATE). */
 function errorResponse(code: string, message: string): Buffer {
   const fields = Buffer.concat(
-    [['S', 'FATAL'], ['V', 'FATAL'], ['C', code], ['M', message]].map(([type, value]) => Buffer.from(`${type}${value}\0`, 'utf8')).concat(Buffer.from([0])),
+    [
+      ['S', 'FATAL'],
+      ['V', 'FATAL'],
+      ['C', code],
+      ['M', message],
+    ]
+      .map(([type, value]) => Buffer.from(`${type}${value}\0`, 'utf8'))
+      .concat(Buffer.from([0])),
   );
   const header = Buffer.alloc(5);
   header.write('E', 0, 'ascii');
@@ -90,7 +97,10 @@ describe('database credentials from Secrets Manager after a rotation', () => {
       .fn<SecretFetcher>()
       .mockResolvedValueOnce({ username: ROTATED_AWAY_USER, password: 'before-rotation' })
       // The server's real password when it checks one (the embedded server); a trusting one takes any.
-      .mockResolvedValue({ username: decodeURIComponent(server.username), password: decodeURIComponent(server.password) || 'after-rotation' });
+      .mockResolvedValue({
+        username: decodeURIComponent(server.username),
+        password: decodeURIComponent(server.password) || 'after-rotation',
+      });
     const handler = createPipelineHandler('reviews', {
       settings,
       logger: new Logger({ serviceName: 'storage-consumer', logLevel: 'SILENT' }),

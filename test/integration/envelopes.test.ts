@@ -36,7 +36,9 @@ beforeAll(async () => {
   process.env.POWERTOOLS_LOG_LEVEL = 'WARN';
   stack = await openHostTestStack('envelopes');
   names = await createTestPipelines('envelopes');
-  host = startHost(loadHostSettings(hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path })), { logger });
+  host = startHost(loadHostSettings(hostEnvironment({ databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path })), {
+    logger,
+  });
   expect(await host.running).toBe(true);
 });
 
@@ -71,10 +73,15 @@ describe('any record envelope through the handler (real PostgreSQL)', () => {
       fc.jsonValue({ maxDepth: 2 }),
       fc.constantFrom(-1, -5, 0, 2 ** 53, Number.MAX_SAFE_INTEGER, 2 ** 63, 'CREATE_TIME', 'LOG_APPEND_TIME', 'NO_TIMESTAMP_TYPE', {}),
     );
-    const bytes = (text: string | Buffer) => Array.from(Buffer.isBuffer(text) ? text : Buffer.from(text), (byte) => (byte > 127 ? byte - 256 : byte));
+    const bytes = (text: string | Buffer) =>
+      Array.from(Buffer.isBuffer(text) ? text : Buffer.from(text), (byte) => (byte > 127 ? byte - 256 : byte));
     const header = fc.oneof(
-      fc.record({ name: fc.string({ maxLength: 8 }), value: fc.uint8Array({ maxLength: 8 }) }).map(({ name, value }) => ({ [name]: bytes(Buffer.from(value)) })),
-      fc.record({ name: fc.string({ maxLength: 8 }), value: fc.uint8Array({ maxLength: 8 }) }).map(({ name, value }) => ({ [name]: Array.from(value) })),
+      fc
+        .record({ name: fc.string({ maxLength: 8 }), value: fc.uint8Array({ maxLength: 8 }) })
+        .map(({ name, value }) => ({ [name]: bytes(Buffer.from(value)) })),
+      fc
+        .record({ name: fc.string({ maxLength: 8 }), value: fc.uint8Array({ maxLength: 8 }) })
+        .map(({ name, value }) => ({ [name]: Array.from(value) })),
       fc.constant({}),
       anything,
     );
@@ -85,13 +92,19 @@ describe('any record envelope through the handler (real PostgreSQL)', () => {
       fc.constantFrom(null, undefined, ''),
       fc.constantFrom(42, { value: 'x' }, [1, 2]),
     );
-    const envelope = fc.record({
-      timestamp: anything,
-      timestampType: anything,
-      key: fc.oneof(anything, fc.uint8Array({ maxLength: 300 }).map((array) => Buffer.from(array).toString('base64'))),
-      value,
-      headers: fc.oneof(anything, fc.array(header, { maxLength: 4 })),
-    }, { requiredKeys: ['value'] });
+    const envelope = fc.record(
+      {
+        timestamp: anything,
+        timestampType: anything,
+        key: fc.oneof(
+          anything,
+          fc.uint8Array({ maxLength: 300 }).map((array) => Buffer.from(array).toString('base64')),
+        ),
+        value,
+        headers: fc.oneof(anything, fc.array(header, { maxLength: 4 })),
+      },
+      { requiredKeys: ['value'] },
+    );
 
     let run = 0;
     try {
@@ -103,8 +116,12 @@ describe('any record envelope through the handler (real PostgreSQL)', () => {
           const partition = 1000 + run;
           const records = envelopes.map((fields, index) => {
             const { value: kind, ...rest } = fields;
-            const encoded = kind === 'review' ? Buffer.from(JSON.stringify(review())).toString('base64')
-              : typeof kind === 'string' ? Buffer.from(kind, 'latin1').toString('base64') : kind;
+            const encoded =
+              kind === 'review'
+                ? Buffer.from(JSON.stringify(review())).toString('base64')
+                : typeof kind === 'string'
+                  ? Buffer.from(kind, 'latin1').toString('base64')
+                  : kind;
             return { ...rest, value: encoded, topic, partition, offset: index };
           });
           const event = JSON.parse(JSON.stringify({ eventSource: 'aws:kafka', records: { [`${topic}-${partition}`]: records } })) as {
@@ -183,7 +200,13 @@ describe('any record envelope through the host (real broker)', () => {
       { review_id: good[2]?.review_id, source_offset: '6' },
       { review_id: good[3]?.review_id, source_offset: '8' },
     ]);
-    const letters = await query<{ kafka_offset: string; reason: string; kafka_timestamp: Date | null; message_key: Buffer | null; headers: unknown }>(
+    const letters = await query<{
+      kafka_offset: string;
+      reason: string;
+      kafka_timestamp: Date | null;
+      message_key: Buffer | null;
+      headers: unknown;
+    }>(
       'SELECT kafka_offset, reason, kafka_timestamp, message_key, headers FROM dead_letter_events WHERE topic = $1 AND partition = 0 ORDER BY kafka_offset::bigint',
       [topic],
     );
@@ -204,7 +227,8 @@ describe('any record envelope through the host (real broker)', () => {
     expect((await endOffsets(stack.admin, topic)).get(0)).toBe(BigInt(messages.length));
     expect((await query<{ n: number }>('SELECT count(*)::int AS n FROM network_metrics'))[0]?.n).toBe(1);
     expect((await query<{ n: number }>('SELECT count(*)::int AS n FROM app_stats'))[0]?.n).toBe(1);
-    for (const pipeline of PIPELINE_NAMES) expect(logger.lines.filter((line) => line.extra.pipeline === pipeline && line.level === 'error')).toEqual([]);
+    for (const pipeline of PIPELINE_NAMES)
+      expect(logger.lines.filter((line) => line.extra.pipeline === pipeline && line.level === 'error')).toEqual([]);
   });
 
   it('stores headers in wire order, a repeated name interleaved and a null value as AWS sends it, from the Java client', async () => {
@@ -216,7 +240,16 @@ describe('any record envelope through the host (real broker)', () => {
       topic,
       codec: 'none',
       records: [
-        { value: 'not a metrics message', headers: [['trace', '1'], ['other', '2'], ['trace', '3'], ['gone', null], ['empty', '']] },
+        {
+          value: 'not a metrics message',
+          headers: [
+            ['trace', '1'],
+            ['other', '2'],
+            ['trace', '3'],
+            ['gone', null],
+            ['empty', ''],
+          ],
+        },
       ],
     });
     await waitForCommittedToEnd(stack.admin, names.groups['network-metrics'], topic);

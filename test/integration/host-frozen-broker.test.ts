@@ -22,7 +22,16 @@ import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import { hostEnvironment, jsonMessages, killAllHosts, killChildProcesses, spawnHost, temporaryDirectory, waitForCommittedToEnd, waitUntil } from '../helpers/host.js';
+import {
+  hostEnvironment,
+  jsonMessages,
+  killAllHosts,
+  killChildProcesses,
+  spawnHost,
+  temporaryDirectory,
+  waitForCommittedToEnd,
+  waitUntil,
+} from '../helpers/host.js';
 import type { PipelineNames } from '../helpers/host.js';
 import { sampleNetworkMetrics } from '../helpers/messages.js';
 
@@ -31,7 +40,8 @@ const PROMTOOL = '/usr/bin/promtool';
 const installed = spawnSync(PROMETHEUS, ['--version']).status === 0 && spawnSync(PROMTOOL, ['--version']).status === 0;
 if (!installed) {
   // As with PgBouncer: a developer without the package is told; CI (.ci/run installs it) fails.
-  if (process.env.CI) throw new Error(`Prometheus is not installed (Debian package "prometheus": ${PROMETHEUS}, ${PROMTOOL}); .ci/run installs it`);
+  if (process.env.CI)
+    throw new Error(`Prometheus is not installed (Debian package "prometheus": ${PROMETHEUS}, ${PROMTOOL}); .ci/run installs it`);
   console.log('[frozen-broker] Prometheus is not installed (apt-get install prometheus): the Prometheus part is skipped');
 }
 
@@ -90,11 +100,25 @@ async function startPrometheus(target: string): Promise<{ base: string; query(ex
   const config = join(folder.path, 'prometheus.yml');
   await writeFile(
     config,
-    ['global:', '  scrape_interval: 2s', '  scrape_timeout: 2s', 'scrape_configs:', '  - job_name: storage-consumer', '    static_configs:', `      - targets: ['${target}']`, ''].join('\n'),
+    [
+      'global:',
+      '  scrape_interval: 2s',
+      '  scrape_timeout: 2s',
+      'scrape_configs:',
+      '  - job_name: storage-consumer',
+      '    static_configs:',
+      `      - targets: ['${target}']`,
+      '',
+    ].join('\n'),
   );
   const child = spawn(
     PROMETHEUS,
-    [`--config.file=${config}`, `--storage.tsdb.path=${join(folder.path, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${join(folder.path, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
     { cwd: folder.path, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   children.push(child);
@@ -107,7 +131,12 @@ async function startPrometheus(target: string): Promise<{ base: string; query(ex
     const value = body.data?.result?.[0]?.value[1];
     return value === undefined ? undefined : Number(value);
   };
-  await waitUntil(`Prometheus to scrape the host (log: ${log})`, async () => (await query('up{job="storage-consumer"}')) === 1, 60_000, 500);
+  await waitUntil(
+    `Prometheus to scrape the host (log: ${log})`,
+    async () => (await query('up{job="storage-consumer"}')) === 1,
+    60_000,
+    500,
+  );
   return { base, query };
 }
 
@@ -150,7 +179,11 @@ describe('the host while its broker is frozen', () => {
     cleanups.push(() => admin.disconnect());
     const producer = kafka.producer({ allowAutoTopicCreation: false });
     await producer.connect();
-    await producer.send({ topic: names.topics['network-metrics'], acks: -1, messages: jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: randomUUID() }]) });
+    await producer.send({
+      topic: names.topics['network-metrics'],
+      acks: -1,
+      messages: jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: randomUUID() }]),
+    });
     await producer.disconnect();
     await waitForCommittedToEnd(admin, names.groups['network-metrics'], names.topics['network-metrics']);
     const prometheus = installed ? await startPrometheus(`127.0.0.1:${port}`) : undefined;
@@ -174,7 +207,11 @@ describe('the host while its broker is frozen', () => {
       scrapes.push(metrics.ms);
       const ready = await get('/readyz');
       const body = JSON.parse(ready.text) as { pipelines: Record<string, { state: string }> };
-      if (notReadyAt === undefined && ready.status === 503 && PIPELINE_NAMES.every((name) => body.pipelines[name]?.state === 'NOT_FETCHING')) {
+      if (
+        notReadyAt === undefined &&
+        ready.status === 503 &&
+        PIPELINE_NAMES.every((name) => body.pipelines[name]?.state === 'NOT_FETCHING')
+      ) {
         notReadyAt = Date.now();
         notReadyBody = ready.text.trim();
       }
@@ -183,7 +220,9 @@ describe('the host while its broker is frozen', () => {
     const metricsWhileFrozen = (await get('/metrics')).text;
     const freezeSeconds = Math.floor((Date.now() - frozenAt) / 1000);
     const upDuringFreeze = await prometheus?.query(`min_over_time(up{job="storage-consumer"}[${freezeSeconds}s])`);
-    const slowestPrometheusScrape = await prometheus?.query(`max_over_time(scrape_duration_seconds{job="storage-consumer"}[${freezeSeconds}s])`);
+    const slowestPrometheusScrape = await prometheus?.query(
+      `max_over_time(scrape_duration_seconds{job="storage-consumer"}[${freezeSeconds}s])`,
+    );
     process.kill(started.pid, 'SIGCONT');
     frozen = false;
     const thawedAt = Date.now();
@@ -194,13 +233,25 @@ describe('the host while its broker is frozen', () => {
       `[frozen-broker] ${scrapes.length} scrapes while frozen, slowest ${slowest.toFixed(1)} ms, median ${[...scrapes].sort((a, b) => a - b)[Math.floor(scrapes.length / 2)]?.toFixed(1)} ms; ` +
         `not ready ${notReadyAt === undefined ? 'never' : `${notReadyAt - frozenAt} ms`} after the freeze: ${notReadyBody}`,
     );
-    console.log(`[frozen-broker] /metrics while frozen (storage_consumer_ lines):\n${metricsWhileFrozen.split('\n').filter((text) => text.startsWith('storage_consumer_pipeline_up') || text.startsWith('storage_consumer_lag_age') || text.startsWith('storage_consumer_consumer_crashes')).join('\n')}`);
+    console.log(
+      `[frozen-broker] /metrics while frozen (storage_consumer_ lines):\n${metricsWhileFrozen
+        .split('\n')
+        .filter(
+          (text) =>
+            text.startsWith('storage_consumer_pipeline_up') ||
+            text.startsWith('storage_consumer_lag_age') ||
+            text.startsWith('storage_consumer_consumer_crashes'),
+        )
+        .join('\n')}`,
+    );
     expect(slowest).toBeLessThan(1_000);
     expect(notReadyAt).toBeDefined();
     expect((notReadyAt as number) - frozenAt).toBeGreaterThanOrEqual(unreadyMs - 1_000);
     expect(metricsWhileFrozen).toContain(`${HOST_METRIC_NAMES.pipelineUp}{pipeline="reviews"} 0`);
     if (installed) {
-      console.log(`[frozen-broker] Prometheus: min_over_time(up[${freezeSeconds}s]) = ${upDuringFreeze}, max scrape_duration_seconds = ${slowestPrometheusScrape}`);
+      console.log(
+        `[frozen-broker] Prometheus: min_over_time(up[${freezeSeconds}s]) = ${upDuringFreeze}, max scrape_duration_seconds = ${slowestPrometheusScrape}`,
+      );
       expect(upDuringFreeze).toBe(1);
       expect(slowestPrometheusScrape).toBeLessThan(2);
     }

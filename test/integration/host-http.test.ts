@@ -73,7 +73,9 @@ async function scrape(): Promise<Sample[]> {
 }
 
 const sum = (samples: Sample[], name: string, labels: Record<string, string>) =>
-  samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value)).reduce((total, sample) => total + sample.value, 0);
+  samples
+    .filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value))
+    .reduce((total, sample) => total + sample.value, 0);
 
 beforeAll(async () => {
   database = await startEmbeddedPostgres({ ephemeral: true, database: 'http_test' });
@@ -106,7 +108,12 @@ describe('the host HTTP endpoint', () => {
         databaseUrl: database?.url as string,
         names,
         heartbeatDir: heartbeats.path,
-        extra: { STORAGE_HTTP_PORT: String(port), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_DB_CONNECT_TIMEOUT_MS: '2000', STORAGE_LAG_INTERVAL_MS: '500' },
+        extra: {
+          STORAGE_HTTP_PORT: String(port),
+          STORAGE_HTTP_HOST: '127.0.0.1',
+          STORAGE_DB_CONNECT_TIMEOUT_MS: '2000',
+          STORAGE_LAG_INTERVAL_MS: '500',
+        },
       }),
     );
 
@@ -118,11 +125,20 @@ describe('the host HTTP endpoint', () => {
     expect(notReady.missing.length).toBeGreaterThan(0);
     expect((await get('/healthz')).status).toBe(200);
 
-    const ready = await waitUntil('/readyz answers 200', async () => {
-      const answer = await get('/readyz');
-      return answer.status === 200 ? answer : undefined;
-    }, 90_000, 250);
-    const body = JSON.parse(ready.text) as { ready: boolean; state: string; pipelines: Record<string, { joined: boolean; database: string }> };
+    const ready = await waitUntil(
+      '/readyz answers 200',
+      async () => {
+        const answer = await get('/readyz');
+        return answer.status === 200 ? answer : undefined;
+      },
+      90_000,
+      250,
+    );
+    const body = JSON.parse(ready.text) as {
+      ready: boolean;
+      state: string;
+      pipelines: Record<string, { joined: boolean; database: string }>;
+    };
     expect(body).toMatchObject({ ready: true, state: 'Running' });
     for (const name of PIPELINE_NAMES) expect(body.pipelines[name]).toMatchObject({ joined: true, failed: false, database: 'ok' });
     // The container health check can ask the endpoint instead of reading heartbeat files.
@@ -131,8 +147,14 @@ describe('the host HTTP endpoint', () => {
 
     // A run: good rows, duplicates within the topic, and bad messages that become dead letters.
     const reviews = Array.from({ length: 40 }, (_, index) => ({ ...sampleReview(), review_id: `http:${index}` }));
-    await produce(names.topics.reviews, jsonMessages([...reviews, ...reviews.slice(0, 5), '{"not json', { ...sampleReview(), package_name: 'com.unknown.app' }]));
-    await produce(names.topics['app-stats'], jsonMessages([sampleAppStats(), { ...sampleAppStats(), crawled_at: '2026-11-30T07:00:00Z' }, { score: 'five' }]));
+    await produce(
+      names.topics.reviews,
+      jsonMessages([...reviews, ...reviews.slice(0, 5), '{"not json', { ...sampleReview(), package_name: 'com.unknown.app' }]),
+    );
+    await produce(
+      names.topics['app-stats'],
+      jsonMessages([sampleAppStats(), { ...sampleAppStats(), crawled_at: '2026-11-30T07:00:00Z' }, { score: 'five' }]),
+    );
     await produce(names.topics['network-metrics'], jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: randomUUID() }, '']));
     for (const name of PIPELINE_NAMES) await waitForCommittedToEnd(admin, names.groups[name], names.topics[name]);
 
@@ -143,15 +165,27 @@ describe('the host HTTP endpoint', () => {
       return { rows: Number(rows.rows[0]?.n), letters: Number(letters.rows[0]?.n) };
     };
     const expected = Object.fromEntries(await Promise.all(PIPELINE_NAMES.map(async (name) => [name, await held(name)] as const)));
-    expect(expected).toEqual({ reviews: { rows: 40, letters: 2 }, 'app-stats': { rows: 2, letters: 1 }, 'network-metrics': { rows: 1, letters: 1 } });
+    expect(expected).toEqual({
+      reviews: { rows: 40, letters: 2 },
+      'app-stats': { rows: 2, letters: 1 },
+      'network-metrics': { rows: 1, letters: 1 },
+    });
 
     // Counted after COMMIT, before the offsets move: by the time the offsets are at the end, the counters are final.
     const samples = await scrape();
     for (const name of PIPELINE_NAMES) {
       const pipeline = { pipeline: name };
-      const stored = sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'inserted' }) + sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'updated' });
-      const skipped = sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'skipped' }) + sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'deduplicated' });
-      expect({ name, rows: sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'inserted' }), letters: sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'dead_lettered' }) }).toEqual({
+      const stored =
+        sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'inserted' }) +
+        sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'updated' });
+      const skipped =
+        sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'skipped' }) +
+        sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'deduplicated' });
+      expect({
+        name,
+        rows: sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'inserted' }),
+        letters: sum(samples, HOST_METRIC_NAMES.records, { ...pipeline, outcome: 'dead_lettered' }),
+      }).toEqual({
         name,
         ...expected[name],
       });
@@ -168,11 +202,18 @@ describe('the host HTTP endpoint', () => {
       expect(sum(samples, HOST_METRIC_NAMES.lastStored, pipeline)).toBeGreaterThan(Date.now() / 1000 - 300);
     }
     // The lag is read in the background (every 500 ms here): the next readings show every partition at 0.
-    await waitUntil('a lag reading of 0 on every partition', async () => {
-      const lagSamples = (await scrape()).filter((sample) => sample.name === HOST_METRIC_NAMES.consumerLag);
-      return lagSamples.length === 9 && lagSamples.every((sample) => sample.value === 0);
-    }, 30_000, 250);
-    expect(Math.max(...(await scrape()).filter((sample) => sample.name === HOST_METRIC_NAMES.lagAge).map((sample) => sample.value))).toBeLessThan(5);
+    await waitUntil(
+      'a lag reading of 0 on every partition',
+      async () => {
+        const lagSamples = (await scrape()).filter((sample) => sample.name === HOST_METRIC_NAMES.consumerLag);
+        return lagSamples.length === 9 && lagSamples.every((sample) => sample.value === 0);
+      },
+      30_000,
+      250,
+    );
+    expect(
+      Math.max(...(await scrape()).filter((sample) => sample.name === HOST_METRIC_NAMES.lagAge).map((sample) => sample.value)),
+    ).toBeLessThan(5);
     // Default process and event-loop metrics are there too.
     expect(samples.some((sample) => sample.name === 'process_resident_memory_bytes')).toBe(true);
     expect(samples.some((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
@@ -198,11 +239,20 @@ describe('the host HTTP endpoint', () => {
     await database?.stop();
     database = undefined;
 
-    const answer = await waitUntil('/readyz answers 503', async () => {
-      const response = await get('/readyz');
-      return response.status === 503 ? response : undefined;
-    }, 30_000, 250);
-    const body = JSON.parse(answer.text) as { ready: boolean; missing: string[]; pipelines: Record<string, { joined: boolean; database: string }> };
+    const answer = await waitUntil(
+      '/readyz answers 503',
+      async () => {
+        const response = await get('/readyz');
+        return response.status === 503 ? response : undefined;
+      },
+      30_000,
+      250,
+    );
+    const body = JSON.parse(answer.text) as {
+      ready: boolean;
+      missing: string[];
+      pipelines: Record<string, { joined: boolean; database: string }>;
+    };
     expect(body.ready).toBe(false);
     for (const name of PIPELINE_NAMES) {
       expect(body.pipelines[name]?.joined).toBe(true);

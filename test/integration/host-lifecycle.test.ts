@@ -51,7 +51,13 @@ async function environment(names: PipelineNames, databaseUrl = schema.url, extra
 /** A reviews flood already on the topic before the host starts, so the host is the bottleneck. */
 async function produceFlood(names: PipelineNames): Promise<void> {
   const topic = names.topics.reviews;
-  await produce(topic, jsonMessages(Array.from({ length: FLOOD }, (_, index) => ({ ...sampleReview(), review_id: `${topic}:${index}` })), { key: (index) => `k${index}` }));
+  await produce(
+    topic,
+    jsonMessages(
+      Array.from({ length: FLOOD }, (_, index) => ({ ...sampleReview(), review_id: `${topic}:${index}` })),
+      { key: (index) => `k${index}` },
+    ),
+  );
 }
 
 /** Stored reviews of this test per partition: count, and count below each committed offset. */
@@ -96,11 +102,16 @@ describe('host life cycle', () => {
 
     // Assess
     expect(exit).toEqual({ code: 0, signal: null });
-    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual(['Running', 'Stopping', 'Stopped']);
+    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual([
+      'Running',
+      'Stopping',
+      'Stopped',
+    ]);
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
     const committed = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
     const stored = await storedPerPartition(names.topics.reviews);
-    for (const [partition, offset] of committed) expect(stored.get(partition) ?? 0n, `partition ${partition}`).toBe(offset < 0n ? 0n : offset);
+    for (const [partition, offset] of committed)
+      expect(stored.get(partition) ?? 0n, `partition ${partition}`).toBe(offset < 0n ? 0n : offset);
     expect(total(committed)).toBeLessThan(BigInt(FLOOD));
     const [group] = (await admin.describeGroups([names.groups.reviews])).groups;
     expect(group?.state).toBe('Empty');
@@ -133,7 +144,7 @@ describe('host life cycle', () => {
     expect(total(atKill)).toBeLessThan(BigInt(FLOOD));
     expect(committed).toEqual(await endOffsets(admin, names.topics.reviews));
     expect(await storedPerPartition(names.topics.reviews)).toEqual(committed);
-    const { rows } = await schema.pool.query("SELECT count(*)::int AS n FROM dead_letter_events WHERE topic = $1", [names.topics.reviews]);
+    const { rows } = await schema.pool.query('SELECT count(*)::int AS n FROM dead_letter_events WHERE topic = $1', [names.topics.reviews]);
     expect(rows).toEqual([{ n: 0 }]);
   });
 
@@ -156,9 +167,17 @@ describe('host life cycle', () => {
       pipeline: 'network-metrics',
       error: expect.stringMatching(/fatal handler error.*network_metrics/),
     });
-    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual(['Running', 'Failing', 'Stopped']);
+    expect(host.lines.filter((line) => typeof line.state === 'string').map((line) => line.state)).toEqual([
+      'Running',
+      'Failing',
+      'Stopped',
+    ]);
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 1 });
-    expect([...(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).values()]).toEqual([-1n, -1n, -1n]);
+    expect([...(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).values()]).toEqual([
+      -1n,
+      -1n,
+      -1n,
+    ]);
     const { groups } = await admin.describeGroups([names.groups.reviews, names.groups['app-stats'], names.groups['network-metrics']]);
     expect(groups.map((group) => group.state)).toEqual(['Empty', 'Empty', 'Empty']);
   });

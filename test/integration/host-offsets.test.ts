@@ -88,7 +88,9 @@ async function runReviews(script: Script, extra: Record<string, string> = {}) {
 function below(event: KafkaEvent, offset: number): KafkaEvent {
   return {
     ...event,
-    records: Object.fromEntries(Object.entries(event.records).map(([key, records]) => [key, records.filter((record) => record.offset < offset)])),
+    records: Object.fromEntries(
+      Object.entries(event.records).map(([key, records]) => [key, records.filter((record) => record.offset < offset)]),
+    ),
   };
 }
 

@@ -59,13 +59,17 @@ async function call(base: string, method: 'GET' | 'PUT', path: string, options: 
 }
 
 const reviewsCount = async () => Number((await stack.schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows[0]?.n);
-const tableCount = async (table: string) => Number((await stack.schema.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
+const tableCount = async (table: string) =>
+  Number((await stack.schema.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
 
-const reviews = (prefix: string, count: number) => Array.from({ length: count }, (_, index) => ({ ...sampleReview(), review_id: `${prefix}:${index}` }));
+const reviews = (prefix: string, count: number) =>
+  Array.from({ length: count }, (_, index) => ({ ...sampleReview(), review_id: `${prefix}:${index}` }));
 
 /** The records of every `batch stored` line of a pipeline in a host's log. */
 const storedRecords = (lines: readonly HostLogLine[], pipeline: PipelineName) =>
-  lines.filter((line) => line.message === 'batch stored' && line.pipeline === pipeline).reduce((sum, line) => sum + Number(line.records), 0);
+  lines
+    .filter((line) => line.message === 'batch stored' && line.pipeline === pipeline)
+    .reduce((sum, line) => sum + Number(line.records), 0);
 
 /** The state `GET /pipelines` gives for a pipeline. */
 async function stateOn(base: string, pipeline: PipelineName): Promise<string | undefined> {
@@ -90,16 +94,27 @@ describe('pause and resume for every host', () => {
     baseA = `http://127.0.0.1:${portA}`;
     baseB = `http://127.0.0.1:${portB}`;
     const common = { databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path };
-    envA = hostEnvironment({ ...common, extra: { STORAGE_HTTP_PORT: String(portA), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_HTTP_CONTROL_TOKEN: TOKEN } });
-    envB = hostEnvironment({ ...common, extra: { STORAGE_HTTP_PORT: String(portB), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_PIPELINES: 'reviews' } });
+    envA = hostEnvironment({
+      ...common,
+      extra: { STORAGE_HTTP_PORT: String(portA), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_HTTP_CONTROL_TOKEN: TOKEN },
+    });
+    envB = hostEnvironment({
+      ...common,
+      extra: { STORAGE_HTTP_PORT: String(portB), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_PIPELINES: 'reviews' },
+    });
     hostA = spawnHost(envA);
     hostB = spawnHost(envB);
     stops.push({ stop: async () => hostA.child.kill('SIGTERM') }, { stop: async () => hostB.child.kill('SIGTERM') });
     await Promise.all([hostA.waitForLog(stateIs('Running'), 90_000), hostB.waitForLog(stateIs('Running'), 90_000)]);
-    await waitUntil('both hosts own reviews partitions', async () => {
-      const { groups } = await admin.describeGroups([names.groups.reviews]);
-      return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
-    }, 60_000, 250);
+    await waitUntil(
+      'both hosts own reviews partitions',
+      async () => {
+        const { groups } = await admin.describeGroups([names.groups.reviews]);
+        return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
+      },
+      60_000,
+      250,
+    );
     await produce(names.topics.reviews, jsonMessages(reviews('first', 300), { key: (index) => `first:${index}` }));
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
     expect(await reviewsCount()).toBe(300);
@@ -109,8 +124,16 @@ describe('pause and resume for every host', () => {
     const answer = await call(baseA, 'PUT', '/pipelines/reviews/pause', { token: TOKEN, body: { reason: 'integration test' } });
 
     // Assess: accepted, and both hosts say PAUSED within 5 s
-    expect(answer).toMatchObject({ status: 202, body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'integration test' } });
-    await waitUntil('both hosts report reviews PAUSED', async () => (await stateOn(baseA, 'reviews')) === 'PAUSED' && (await stateOn(baseB, 'reviews')) === 'PAUSED', 5_000, 100);
+    expect(answer).toMatchObject({
+      status: 202,
+      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'integration test' },
+    });
+    await waitUntil(
+      'both hosts report reviews PAUSED',
+      async () => (await stateOn(baseA, 'reviews')) === 'PAUSED' && (await stateOn(baseB, 'reviews')) === 'PAUSED',
+      5_000,
+      100,
+    );
     expect(Date.now() - pausedAt).toBeLessThan(5_000);
     const committedAtPause = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
 
@@ -163,10 +186,15 @@ describe('pause and resume for every host', () => {
     hostB = spawnHost(envB);
     stops.push({ stop: async () => hostB.child.kill('SIGTERM') });
     await hostB.waitForLog(stateIs('Running'), 90_000);
-    await waitUntil('host B back in the reviews group', async () => {
-      const { groups } = await admin.describeGroups([names.groups.reviews]);
-      return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
-    }, 60_000, 250);
+    await waitUntil(
+      'host B back in the reviews group',
+      async () => {
+        const { groups } = await admin.describeGroups([names.groups.reviews]);
+        return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
+      },
+      60_000,
+      250,
+    );
     expect(await stateOn(baseB, 'reviews')).toBe('PAUSED');
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await reviewsCount()).toBe(300);
@@ -183,7 +211,15 @@ describe('pause and resume for every host', () => {
     expect(text.stdout).toContain('PAUSED by http:127.0.0.1');
     expect(text.stdout).toContain('integration test');
     expect(json.code).toBe(0);
-    const [view] = (JSON.parse(json.stdout) as { pipelines: Array<{ members: Array<{ memberId: string; partitions: number[] }>; pause: { paused: boolean; reason: string }; host: { state: string; member_id: string } }> }).pipelines;
+    const [view] = (
+      JSON.parse(json.stdout) as {
+        pipelines: Array<{
+          members: Array<{ memberId: string; partitions: number[] }>;
+          pause: { paused: boolean; reason: string };
+          host: { state: string; member_id: string };
+        }>;
+      }
+    ).pipelines;
     expect(view?.members).toHaveLength(2);
     expect(view?.members.flatMap((member) => member.partitions).sort()).toEqual([0, 1, 2]);
     for (const member of view?.members ?? []) {
@@ -237,20 +273,33 @@ describe('a pause that meets a batch in flight', () => {
       databaseUrl: stack.schema.url,
       names,
       heartbeatDir: stack.heartbeats.path,
-      extra: { STORAGE_HTTP_PORT: String(port), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_HTTP_CONTROL_TOKEN: TOKEN, STORAGE_PIPELINES: 'reviews' },
+      extra: {
+        STORAGE_HTTP_PORT: String(port),
+        STORAGE_HTTP_HOST: '127.0.0.1',
+        STORAGE_HTTP_CONTROL_TOKEN: TOKEN,
+        STORAGE_PIPELINES: 'reviews',
+      },
     });
     const host = spawnHost(env);
     stops.push({ stop: async () => host.child.kill('SIGTERM') });
-    const inflight = async () => Number((await stack.schema.pool.query<{ n: string }>("SELECT count(*) AS n FROM reviews WHERE review_id LIKE 'inflight-%'")).rows[0]?.n);
+    const inflight = async () =>
+      Number(
+        (await stack.schema.pool.query<{ n: string }>("SELECT count(*) AS n FROM reviews WHERE review_id LIKE 'inflight-%'")).rows[0]?.n,
+      );
     const committed = async () => (await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).get(0);
     try {
       await host.waitForLog(stateIs('Running'), 90_000);
-      await waitUntil('the batch waits for the lock', async () => {
-        const { rows } = await stack.schema.pool.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO reviews%'",
-        );
-        return Number(rows[0]?.n) > 0;
-      }, 60_000, 100);
+      await waitUntil(
+        'the batch waits for the lock',
+        async () => {
+          const { rows } = await stack.schema.pool.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO reviews%'",
+          );
+          return Number(rows[0]?.n) > 0;
+        },
+        60_000,
+        100,
+      );
 
       // Act: pause while the batch is in flight, then produce more, then let the batch go
       const answer = await call(base, 'PUT', '/pipelines/reviews/pause', { token: TOKEN });

@@ -91,7 +91,10 @@ describe('the host, on the progress of each pipeline', () => {
     const unreadyMs = 4_000;
     const failMs = 25_000;
     const names = await createTestPipelines('progress-deleted');
-    const endpoint = await startHost(names, { STORAGE_FETCH_UNREADY_AFTER_MS: String(unreadyMs), STORAGE_FETCH_FAIL_AFTER_MS: String(failMs) });
+    const endpoint = await startHost(names, {
+      STORAGE_FETCH_UNREADY_AFTER_MS: String(unreadyMs),
+      STORAGE_FETCH_FAIL_AFTER_MS: String(failMs),
+    });
     await produce(names.topics['app-stats'], jsonMessages([sampleAppStats()]));
     await produce(names.topics.reviews, jsonMessages([{ ...sampleReview(), review_id: `deleted:${randomUUID()}` }]));
     for (const name of ['app-stats', 'reviews'] as const) await waitForCommittedToEnd(admin, names.groups[name], names.topics[name]);
@@ -125,7 +128,9 @@ describe('the host, on the progress of each pipeline', () => {
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews, failMs);
     await waitForCommittedToEnd(admin, names.groups['network-metrics'], names.topics['network-metrics'], failMs);
     expect(endpoint.host.child.exitCode).toBeNull();
-    const { rows } = await schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM reviews WHERE review_id = ANY($1)', [later.map((review) => review.review_id)]);
+    const { rows } = await schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM reviews WHERE review_id = ANY($1)', [
+      later.map((review) => review.review_id),
+    ]);
     expect(Number(rows[0]?.n)).toBe(later.length);
 
     // Assess: past the second bound, the host stops with exit 1 and a line naming the cause
@@ -136,11 +141,15 @@ describe('the host, on the progress of each pipeline', () => {
     expect(exitedAfterMs).toBeGreaterThan(failMs - 1_000);
     const failed = endpoint.host.lines.find((candidate) => candidate.message === 'pipeline failed');
     expect(failed).toMatchObject({ level: 'ERROR', pipeline: 'app-stats' });
-    expect(String(failed?.error)).toMatch(/^pipeline app-stats failed: no fetch completed for \d+ s, \d+ consumer crashes since \(last: .*\) \(STORAGE_FETCH_FAIL_AFTER_MS=25000\)$/);
+    expect(String(failed?.error)).toMatch(
+      /^pipeline app-stats failed: no fetch completed for \d+ s, \d+ consumer crashes since \(last: .*\) \(STORAGE_FETCH_FAIL_AFTER_MS=25000\)$/,
+    );
     expect(endpoint.host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 1 });
     const warned = endpoint.host.lines.find((candidate) => candidate.message === 'pipeline not fetching');
     expect(warned).toMatchObject({ level: 'WARN', pipeline: 'app-stats', state: 'NOT_FETCHING' });
-    console.log(`[host-progress] exit ${exit.code} ${exitedAfterMs} ms after the deletion; ${JSON.stringify(warned)}; ${JSON.stringify(failed)}`);
+    console.log(
+      `[host-progress] exit ${exit.code} ${exitedAfterMs} ms after the deletion; ${JSON.stringify(warned)}; ${JSON.stringify(failed)}`,
+    );
   });
 
   it('a batch blocked on a table lock: a stalled WARN naming the batch and 503, then recovery once the lock is released', async () => {
@@ -155,18 +164,37 @@ describe('the host, on the progress of each pipeline', () => {
       locked = true;
 
       // Act
-      const records = await produce(names.topics.reviews, jsonMessages(Array.from({ length: 5 }, () => ({ ...sampleReview(), review_id: `lock:${randomUUID()}` })), { partition: 1 }));
+      const records = await produce(
+        names.topics.reviews,
+        jsonMessages(
+          Array.from({ length: 5 }, () => ({ ...sampleReview(), review_id: `lock:${randomUUID()}` })),
+          { partition: 1 },
+        ),
+      );
       const firstOffset = records[0]?.baseOffset;
 
       // Assess: the WARN names the in-flight batch, its age and attempt; not ready; down
-      const stalled = await endpoint.host.waitForLog((candidate) => candidate.message === 'pipeline stalled' && candidate.pipeline === 'reviews', 60_000);
-      expect(stalled).toMatchObject({ level: 'WARN', state: 'STALLED', topic: names.topics.reviews, partition: 1, first_offset: firstOffset, last_offset: String(Number(firstOffset) + 4), attempt: 1 });
+      const stalled = await endpoint.host.waitForLog(
+        (candidate) => candidate.message === 'pipeline stalled' && candidate.pipeline === 'reviews',
+        60_000,
+      );
+      expect(stalled).toMatchObject({
+        level: 'WARN',
+        state: 'STALLED',
+        topic: names.topics.reviews,
+        partition: 1,
+        first_offset: firstOffset,
+        last_offset: String(Number(firstOffset) + 4),
+        attempt: 1,
+      });
       expect(stalled.batchAgeMs).toBeGreaterThan(3_000);
       const answer = await endpoint.get('/readyz');
       expect(answer.status).toBe(503);
       const body = JSON.parse(answer.text) as { missing: string[]; pipelines: Record<string, { state: string }> };
       expect(body.pipelines.reviews?.state).toBe('STALLED');
-      expect(body.missing.find((cause) => cause.startsWith('reviews: stalled: partition 1'))).toContain(`in flight: ${names.topics.reviews} partition 1 offsets ${firstOffset}..`);
+      expect(body.missing.find((cause) => cause.startsWith('reviews: stalled: partition 1'))).toContain(
+        `in flight: ${names.topics.reviews} partition 1 offsets ${firstOffset}..`,
+      );
       expect(await endpoint.metric(HOST_METRIC_NAMES.pipelineUp, { pipeline: 'reviews' })).toBe(0);
       expect(await endpoint.metric(HOST_METRIC_NAMES.inFlightAge, { pipeline: 'reviews' })).toBeGreaterThan(3);
       expect(await endpoint.metric(HOST_METRIC_NAMES.pipelineUp, { pipeline: 'app-stats' })).toBe(1);
@@ -184,7 +212,10 @@ describe('the host, on the progress of each pipeline', () => {
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
     await waitUntil('/readyz answers 200 again', async () => (await endpoint.get('/readyz')).status === 200, 30_000, 250);
     expect(await endpoint.metric(HOST_METRIC_NAMES.pipelineUp, { pipeline: 'reviews' })).toBe(1);
-    const recovered = await endpoint.host.waitForLog((candidate) => candidate.message === 'pipeline recovered' && candidate.pipeline === 'reviews', 10_000);
+    const recovered = await endpoint.host.waitForLog(
+      (candidate) => candidate.message === 'pipeline recovered' && candidate.pipeline === 'reviews',
+      10_000,
+    );
     console.log(`[host-progress] ${JSON.stringify(recovered)}`);
     endpoint.host.child.kill('SIGTERM');
     expect((await endpoint.host.exited).code).toBe(0);
@@ -199,7 +230,13 @@ describe('the host, on the progress of each pipeline', () => {
       // Act
       const records = await produce(
         names.topics['network-metrics'],
-        jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: randomUUID() }, { ...sampleNetworkMetrics(), analysis_id: randomUUID() }], { partition: 0 }),
+        jsonMessages(
+          [
+            { ...sampleNetworkMetrics(), analysis_id: randomUUID() },
+            { ...sampleNetworkMetrics(), analysis_id: randomUUID() },
+          ],
+          { partition: 0 },
+        ),
       );
       const exit = await endpoint.host.exited;
 
@@ -207,10 +244,25 @@ describe('the host, on the progress of each pipeline', () => {
       expect(exit.code).toBe(1);
       const first = records[0]?.baseOffset as string;
       const failed = endpoint.host.lines.find((candidate) => candidate.message === 'pipeline failed');
-      expect(failed).toMatchObject({ level: 'ERROR', pipeline: 'network-metrics', topic: names.topics['network-metrics'], partition: 0, first_offset: first, last_offset: String(Number(first) + 1) });
+      expect(failed).toMatchObject({
+        level: 'ERROR',
+        pipeline: 'network-metrics',
+        topic: names.topics['network-metrics'],
+        partition: 0,
+        first_offset: first,
+        last_offset: String(Number(first) + 1),
+      });
       expect(String(failed?.error)).toContain('relation "network_metrics" does not exist');
-      expect(endpoint.host.lines.find(stateIs('Failing'))).toMatchObject({ topic: names.topics['network-metrics'], partition: 0, first_offset: first });
-      expect([...(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).values()]).toEqual([-1n, -1n, -1n]);
+      expect(endpoint.host.lines.find(stateIs('Failing'))).toMatchObject({
+        topic: names.topics['network-metrics'],
+        partition: 0,
+        first_offset: first,
+      });
+      expect([...(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).values()]).toEqual([
+        -1n,
+        -1n,
+        -1n,
+      ]);
       console.log(`[host-progress] ${JSON.stringify({ ...failed, stack: undefined })}`);
     } finally {
       await schema.pool.query('ALTER TABLE network_metrics_away RENAME TO network_metrics');

@@ -15,7 +15,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../dev/free-ports.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
-import { createTestPipelines, hostEnvironment, killAllHosts, killChildProcesses, spawnHost, stateIs, temporaryDirectory, waitUntil } from '../helpers/host.js';
+import {
+  createTestPipelines,
+  hostEnvironment,
+  killAllHosts,
+  killChildProcesses,
+  spawnHost,
+  stateIs,
+  temporaryDirectory,
+  waitUntil,
+} from '../helpers/host.js';
 import type { HostLogLine } from '../helpers/host.js';
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -23,7 +32,8 @@ const OLD_NODE = ['/usr/bin/node', '/usr/local/bin/node'].find((path) => {
   const version = spawnSync(path, ['--version'], { encoding: 'utf8' }).stdout?.trim();
   return version !== undefined && /^v\d+/.test(version) && Number(version.slice(1).split('.')[0]) < 24;
 });
-if (OLD_NODE === undefined) console.log('[host-signals] no Node older than 24 on this machine: the hand-over cases of bin/storage-consumer.js are skipped');
+if (OLD_NODE === undefined)
+  console.log('[host-signals] no Node older than 24 on this machine: the hand-over cases of bin/storage-consumer.js are skipped');
 
 let schema: TestSchema;
 let folder: { path: string; remove: () => Promise<void> };
@@ -53,7 +63,11 @@ afterAll(async () => {
 
 /** Starts `command` in the repository with exactly `env` (plus PATH and HOME), collecting its JSON log lines. */
 function start(command: string, args: readonly string[], env: Record<string, string>) {
-  const child = spawn(command, [...args], { cwd: REPO_ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, [...args], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   const lines: HostLogLine[] = [];
   let closed = 0;
@@ -104,7 +118,11 @@ describe('stop signals', () => {
     const env = await environment('signals-npm');
     const npm = start('npm', ['run', '--silent', 'host'], env);
     await waitUntil('the host to run', async () => npm.lines.some(stateIs('Running')), 120_000, 250);
-    const hostPid = Number(spawnSync('pgrep', ['-P', String(npm.child.pid)], { encoding: 'utf8' }).stdout.trim().split('\n')[0]);
+    const hostPid = Number(
+      spawnSync('pgrep', ['-P', String(npm.child.pid)], { encoding: 'utf8' })
+        .stdout.trim()
+        .split('\n')[0],
+    );
     expect(hostPid).toBeGreaterThan(0);
 
     // Act
@@ -113,31 +131,38 @@ describe('stop signals', () => {
     await npm.streamsClosed;
 
     // Assess
-    expect(npm.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({ signal: 'SIGTERM' });
+    expect(npm.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({
+      signal: 'SIGTERM',
+    });
     expect(npm.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
     expect(gone(hostPid)).toBe(true);
   });
 
-  it.skipIf(OLD_NODE === undefined)('bin/storage-consumer.js on an older Node: Node 24 gets its flags, a SIGTERM reaches the host, the exit code comes back', async () => {
-    // Prepare
-    const probe = join(folder.path, 'run.log');
-    const env = { ...(await environment('signals-bin')), PROBE_FILE: probe };
-    const wrapper = start(OLD_NODE as string, ['--import', join(folder.path, 'probe.mjs'), 'bin/storage-consumer.js', 'run'], env);
-    await waitUntil('the host to run', async () => wrapper.lines.some(stateIs('Running')), 120_000, 250);
+  it.skipIf(OLD_NODE === undefined)(
+    'bin/storage-consumer.js on an older Node: Node 24 gets its flags, a SIGTERM reaches the host, the exit code comes back',
+    async () => {
+      // Prepare
+      const probe = join(folder.path, 'run.log');
+      const env = { ...(await environment('signals-bin')), PROBE_FILE: probe };
+      const wrapper = start(OLD_NODE as string, ['--import', join(folder.path, 'probe.mjs'), 'bin/storage-consumer.js', 'run'], env);
+      await waitUntil('the host to run', async () => wrapper.lines.some(stateIs('Running')), 120_000, 250);
 
-    // Act
-    wrapper.child.kill('SIGTERM');
-    const exit = await wrapper.exited;
+      // Act
+      wrapper.child.kill('SIGTERM');
+      const exit = await wrapper.exited;
 
-    // Assess: the Node 24 child ran with the flag; the stop was graceful; its code came back
-    const runs = (await readFile(probe, 'utf8')).trim().split('\n');
-    expect(runs).toHaveLength(2);
-    expect(runs[0]).toMatch(/^v(1\d|2[0-3])\./);
-    expect(runs[1]).toMatch(/^v24\./);
-    expect(runs[1]).toContain('"--import"');
-    expect(wrapper.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({ signal: 'SIGTERM' });
-    expect(exit).toEqual({ code: 0, signal: null });
-  });
+      // Assess: the Node 24 child ran with the flag; the stop was graceful; its code came back
+      const runs = (await readFile(probe, 'utf8')).trim().split('\n');
+      expect(runs).toHaveLength(2);
+      expect(runs[0]).toMatch(/^v(1\d|2[0-3])\./);
+      expect(runs[1]).toMatch(/^v24\./);
+      expect(runs[1]).toContain('"--import"');
+      expect(wrapper.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({
+        signal: 'SIGTERM',
+      });
+      expect(exit).toEqual({ code: 0, signal: null });
+    },
+  );
 
   it.skipIf(OLD_NODE === undefined)('bin/storage-consumer.js dies of the signal its Node 24 child died of', async () => {
     for (const signal of ['SIGKILL', 'SIGTERM'] as const) {
@@ -164,7 +189,9 @@ describe('stop signals', () => {
 
     // Assess
     expect((await host.exited).code).toBe(0);
-    expect(host.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({ signal: 'SIGTERM' });
+    expect(host.lines.find((line) => line.message === 'stop signal received; finishing in-flight batches')).toMatchObject({
+      signal: 'SIGTERM',
+    });
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
   });
 });

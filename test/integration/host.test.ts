@@ -97,7 +97,13 @@ describe('host: poll, invoke, commit', () => {
 
     // Act
     await Promise.all([
-      produce(names.topics.reviews, jsonMessages(Array.from({ length: 600 }, () => review()), { key: (index) => `k${index}` })),
+      produce(
+        names.topics.reviews,
+        jsonMessages(
+          Array.from({ length: 600 }, () => review()),
+          { key: (index) => `k${index}` },
+        ),
+      ),
       produce(names.topics['app-stats'], jsonMessages(Array.from({ length: 60 }, appStats), { key: (index) => `a${index}` })),
       produce(names.topics['network-metrics'], jsonMessages(Array.from({ length: 6 }, networkMetrics), { key: (index) => `n${index}` })),
     ]);
@@ -158,8 +164,19 @@ describe('host: poll, invoke, commit', () => {
     const analysisId = crypto.randomUUID();
 
     // Act: the flood, then, once it is being ingested, one network-metrics message
-    await produce(names.topics.reviews, jsonMessages(Array.from({ length: flood }, () => review()), { key: (index) => `f${index}` }));
-    await waitUntil('the flood to be ingested', async () => (await count('SELECT count(*) AS n FROM reviews')) >= before + 1_000, 60_000, 50);
+    await produce(
+      names.topics.reviews,
+      jsonMessages(
+        Array.from({ length: flood }, () => review()),
+        { key: (index) => `f${index}` },
+      ),
+    );
+    await waitUntil(
+      'the flood to be ingested',
+      async () => (await count('SELECT count(*) AS n FROM reviews')) >= before + 1_000,
+      60_000,
+      50,
+    );
     const producedAt = Date.now();
     await produce(names.topics['network-metrics'], jsonMessages([{ ...sampleNetworkMetrics(), analysis_id: analysisId }]));
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews, 120_000);
@@ -173,7 +190,9 @@ describe('host: poll, invoke, commit', () => {
     );
     expect(rows).toHaveLength(1);
     expect(Number(rows[0]?.reviews_after)).toBeGreaterThan(0);
-    console.info(`isolation: network-metrics stored ${Math.round(Number(rows[0]?.latency_ms))} ms after it was produced, ${rows[0]?.reviews_after} flood reviews later`);
+    console.info(
+      `isolation: network-metrics stored ${Math.round(Number(rows[0]?.latency_ms))} ms after it was produced, ${rows[0]?.reviews_after} flood reviews later`,
+    );
     expect(await count('SELECT count(*) AS n FROM reviews')).toBe(before + flood);
     await assertCommittedIsDurable('reviews');
   });

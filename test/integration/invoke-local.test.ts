@@ -26,7 +26,9 @@ interface Invocation {
 
 type Topic = PipelineName;
 /** Each pipeline's function key in serverless.yml (`networkMetrics`) and its table. */
-const FUNCTIONS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, logicalId(name).replace(/^./, (first) => first.toLowerCase())])) as Record<Topic, string>;
+const FUNCTIONS = Object.fromEntries(
+  PIPELINE_NAMES.map((name) => [name, logicalId(name).replace(/^./, (first) => first.toLowerCase())]),
+) as Record<Topic, string>;
 const TABLES = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].table.name])) as Record<Topic, string>;
 
 /** What each sample event must do to a database with `SAMPLE_APPLICATIONS` registered. */
@@ -61,7 +63,9 @@ const EXPECTED: Record<
 };
 
 const topicOf = (sample: string): Topic =>
-  (Object.keys(FUNCTIONS) as Topic[]).filter((topic) => sample === topic || sample.startsWith(`${topic}-`)).sort((a, b) => b.length - a.length)[0]!;
+  (Object.keys(FUNCTIONS) as Topic[])
+    .filter((topic) => sample === topic || sample.startsWith(`${topic}-`))
+    .sort((a, b) => b.length - a.length)[0]!;
 
 /** JSON documents osls and the handler printed: one-line log/EMF lines and the final result. */
 function parseOutput(stdout: string): Omit<Invocation, 'result'> {
@@ -92,9 +96,11 @@ async function invoke(sample: string, env: Record<string, string>, extraArgs: st
 /** Runs `work` over `items`, at most `limit` at a time. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   const queue = [...items];
-  await Promise.all(Array.from({ length: limit }, async () => {
-    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+    }),
+  );
 }
 
 async function coordinates(sample: string): Promise<Array<{ topic: string; partition: number; offset: number }>> {

@@ -239,7 +239,8 @@ describe('the migration custom resource at its deadline', () => {
     await createAppsStandIn(database.pool, [{ id: 1, package_name: 'com.example.weather' }]);
     const directory = await mkdtemp(join(tmpdir(), 'migrations-deadline-'));
     cleanups.push(() => rm(directory, { recursive: true, force: true }));
-    for (const name of await readdir(DEFAULT_MIGRATIONS_DIRECTORY)) await copyFile(join(DEFAULT_MIGRATIONS_DIRECTORY, name), join(directory, name));
+    for (const name of await readdir(DEFAULT_MIGRATIONS_DIRECTORY))
+      await copyFile(join(DEFAULT_MIGRATIONS_DIRECTORY, name), join(directory, name));
     await writeFile(join(directory, `${String(VERSIONS.length + 1).padStart(4, '0')}_slow.sql`), extra);
     const handler = createMigrationHandler({ settings: testSettings(database.url), logger: silentLogger(), directory });
     return { database, handler, hash: await migrationsHash(directory) };
@@ -253,7 +254,9 @@ describe('the migration custom resource at its deadline', () => {
   async function lockIsFree(database: TestDatabase): Promise<boolean> {
     const client = await database.pool.connect();
     try {
-      const { rows } = await client.query<{ free: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS free', [MIGRATION_LOCK_KEY.toString()]);
+      const { rows } = await client.query<{ free: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS free', [
+        MIGRATION_LOCK_KEY.toString(),
+      ]);
       if (rows[0]?.free) await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
       return rows[0]?.free === true;
     } finally {
@@ -278,7 +281,11 @@ describe('the migration custom resource at its deadline', () => {
     // Prepare: the next migration creates a table, then sleeps in short statements (each well within the
     // statement timeout), 20 s in all; the budget is 3 s (18 s left, 15 s kept back)
     const marker = `slow_${Date.now()}`;
-    const { database, handler, hash: slowHash } = await slowSetup(
+    const {
+      database,
+      handler,
+      hash: slowHash,
+    } = await slowSetup(
       `CREATE TABLE slow_marker (id integer);\n${Array.from({ length: 50 }, () => `SELECT pg_sleep(0.4) AS ${marker};`).join('\n')}\n`,
     );
     const started = Date.now();
@@ -290,7 +297,9 @@ describe('the migration custom resource at its deadline', () => {
     // Assess: FAILED, and by the time it was answered the migration was gone
     const { body } = responseUrl.last();
     expect(body.Status).toBe('FAILED');
-    expect(body.Reason).toMatch(/migrations did not finish within 3 s \(the function's timeout\): the running statement was cancelled, its transaction rolled back and the migration lock released/);
+    expect(body.Reason).toMatch(
+      /migrations did not finish within 3 s \(the function's timeout\): the running statement was cancelled, its transaction rolled back and the migration lock released/,
+    );
     expect(answeredAfterMs).toBeGreaterThanOrEqual(3_000);
     expect(answeredAfterMs).toBeLessThan(15_000);
     expect(await sessionsRunning(database, marker)).toBe(0);
@@ -323,7 +332,7 @@ describe('the migration custom resource at its deadline', () => {
     expect(await appliedVersions(database)).toEqual(VERSIONS);
   });
 
-  it('bounds the wait for another runner\'s lock below the budget, and answers FAILED saying so', async () => {
+  it("bounds the wait for another runner's lock below the budget, and answers FAILED saying so", async () => {
     // Prepare: another session holds the migration lock
     const { database, handler, hash: slowHash } = await slowSetup('SELECT 1;\n');
     const holder = await database.pool.connect();
@@ -341,7 +350,9 @@ describe('the migration custom resource at its deadline', () => {
     const { body } = responseUrl.last();
     expect(body.Status).toBe('FAILED');
     expect(body.Reason).toContain('was not free within 2 s: another migration runner holds it');
-    const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('storage_consumer_migrations')::text AS table");
+    const { rows } = await database.pool.query<{ table: string | null }>(
+      "SELECT to_regclass('storage_consumer_migrations')::text AS table",
+    );
     expect(rows[0]?.table).toBeNull();
   });
 
@@ -351,7 +362,10 @@ describe('the migration custom resource at its deadline', () => {
 
     await handler(event(responseUrl.url('/short'), 'Create', { MigrationsHash: hash }), lambdaContext(15_500));
 
-    expect(responseUrl.last().body).toMatchObject({ Status: 'FAILED', Reason: expect.stringContaining("the function's timeout leaves 0.5 s to migrate") });
+    expect(responseUrl.last().body).toMatchObject({
+      Status: 'FAILED',
+      Reason: expect.stringContaining("the function's timeout leaves 0.5 s to migrate"),
+    });
     expect(await tables(schema)).toEqual(['apps_registry_application']);
   });
 });

@@ -69,10 +69,7 @@ async function copyOfMigrations(): Promise<string> {
   return directory;
 }
 
-function migrate(
-  schema: TestSchema,
-  options: { directory?: string; logger?: MigrationLogger } = {},
-): Promise<MigrationReport> {
+function migrate(schema: TestSchema, options: { directory?: string; logger?: MigrationLogger } = {}): Promise<MigrationReport> {
   return runMigrations({ connection: { connectionString: schema.url }, logger: recordingLogger(), ...options });
 }
 
@@ -101,7 +98,9 @@ async function trackingRows(schema: TestSchema): Promise<Array<{ version: number
 }
 
 const sha256OfFile = async (path: string): Promise<string> =>
-  createHash('sha256').update(await readFile(path)).digest('hex');
+  createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
 
 describe('runMigrations', () => {
   it('creates the four tables, their natural keys and an index for every foreign key on an empty schema', async () => {
@@ -228,9 +227,7 @@ describe('runMigrations', () => {
     const error = await caught(migrate(schema));
 
     expect(error).toBeInstanceOf(MigrationError);
-    expect(error.message).toBe(
-      "the App API's table apps_registry_application is missing: run the App API's migrations first",
-    );
+    expect(error.message).toBe("the App API's table apps_registry_application is missing: run the App API's migrations first");
     expect(await tablesOf(schema)).toEqual([]);
   });
 
@@ -248,9 +245,7 @@ describe('runMigrations', () => {
     expect((await trackingRows(schema)).map((row) => row.version)).toEqual(VERSIONS);
     expect(await tablesOf(schema)).not.toContain('later');
     const status = await schemaStatus(schema.pool, { directory });
-    expect(status.mismatches).toEqual([
-      expect.objectContaining({ version: 2, fileName: '0002_reviews.sql', field: 'checksum' }),
-    ]);
+    expect(status.mismatches).toEqual([expect.objectContaining({ version: 2, fileName: '0002_reviews.sql', field: 'checksum' })]);
     expect(status.upToDate).toBe(false);
   });
 
@@ -268,9 +263,7 @@ describe('runMigrations', () => {
   it('accepts, with a warning, a version the database has and the code does not know', async () => {
     const schema = await freshSchema();
     await migrate(schema);
-    await schema.pool.query(
-      `INSERT INTO storage_consumer_migrations (version, name, checksum) VALUES (99, 'from_a_newer_release', 'abc')`,
-    );
+    await schema.pool.query(`INSERT INTO storage_consumer_migrations (version, name, checksum) VALUES (99, 'from_a_newer_release', 'abc')`);
     const logger = recordingLogger();
 
     const report = await migrate(schema, { logger });
@@ -288,22 +281,15 @@ describe('runMigrations', () => {
     const directory = await copyOfMigrations();
     const realThird = await readFile(join(directory, '0003_network_metrics.sql'));
     await rm(join(directory, '0003_network_metrics.sql'));
-    await writeFile(
-      join(directory, '0003_broken.sql'),
-      'CREATE TABLE half_done (id INTEGER);\nSELECT * FROM no_such_table;\n',
-    );
+    await writeFile(join(directory, '0003_broken.sql'), 'CREATE TABLE half_done (id INTEGER);\nSELECT * FROM no_such_table;\n');
 
     const error = await caught(migrate(schema, { directory }));
 
     expect(error).toBeInstanceOf(MigrationError);
-    expect(error.message).toBe(
-      'migration 0003_broken.sql failed: relation "no_such_table" does not exist (SQLSTATE 42P01, line 2)',
-    );
+    expect(error.message).toBe('migration 0003_broken.sql failed: relation "no_such_table" does not exist (SQLSTATE 42P01, line 2)');
     expect(error.cause).toBeInstanceOf(pg.DatabaseError);
     expect((await trackingRows(schema)).map((row) => row.version)).toEqual([1, 2]);
-    expect(await tablesOf(schema)).toEqual(
-      ['app_stats', 'apps_registry_application', 'reviews', 'storage_consumer_migrations'].sort(),
-    );
+    expect(await tablesOf(schema)).toEqual(['app_stats', 'apps_registry_application', 'reviews', 'storage_consumer_migrations'].sort());
 
     // Fixed, the same directory applies the rest.
     await rm(join(directory, '0003_broken.sql'));
@@ -321,9 +307,7 @@ describe('runMigrations', () => {
     await migrate(schema, { logger });
 
     expect(logger.lines.filter((line) => line.message === 'applied migration').map((line) => line.extra)).toEqual(
-      MIGRATION_FILES.map(
-        (file, index) => ({ version: index + 1, file, duration_ms: expect.any(Number) }),
-      ),
+      MIGRATION_FILES.map((file, index) => ({ version: index + 1, file, duration_ms: expect.any(Number) })),
     );
   });
 });
@@ -375,7 +359,7 @@ describe('one migration connection for every entry point', () => {
     return (rows[0]?.n ?? 0) > 0;
   }
 
-  it('`storage-consumer migrate` waits more than 30 s (the batches\' statement timeout) for a runner holding the lock, and succeeds once it finishes', async () => {
+  it("`storage-consumer migrate` waits more than 30 s (the batches' statement timeout) for a runner holding the lock, and succeeds once it finishes", async () => {
     // Prepare: the first runner applies a migration that takes 32 s, holding the lock meanwhile
     const { database, first, second } = await twoSchemas();
     const directory = await copyOfMigrations();
@@ -397,7 +381,11 @@ describe('one migration connection for every entry point', () => {
 
     // Assess
     // It says it waits, and for whom, instead of minutes of silence
-    const waitLine = JSON.parse(waiting.stderr.split('\n')[0] ?? '{}') as { level: string; message: string; holders: Array<{ application_name: string }> };
+    const waitLine = JSON.parse(waiting.stderr.split('\n')[0] ?? '{}') as {
+      level: string;
+      message: string;
+      holders: Array<{ application_name: string }>;
+    };
     expect(waitLine).toMatchObject({ level: 'INFO', message: 'waiting for the migration lock, held by another runner' });
     expect(waitLine.holders.map((holder) => holder.application_name)).toEqual(['storage-consumer/migrate']);
     expect(waiting.stderr.trim().split('\n')).toHaveLength(1);
@@ -425,7 +413,9 @@ describe('one migration connection for every entry point', () => {
       await holder.query('SELECT pg_advisory_unlock_all()');
       holder.release();
     }
-    const { rows } = await database.pool.query<{ table: string | null }>("SELECT to_regclass('second.storage_consumer_migrations')::text AS table");
+    const { rows } = await database.pool.query<{ table: string | null }>(
+      "SELECT to_regclass('second.storage_consumer_migrations')::text AS table",
+    );
     expect(rows[0]?.table).toBeNull();
   });
 

@@ -39,7 +39,18 @@ async function startOffline(databaseUrl: string): Promise<{ child: ChildProcess;
   const [lambdaPort, httpPort, websocketPort] = [await freePort(), await freePort(), await freePort()];
   const env = slsEnvironment({ DATABASE_URL: databaseUrl });
   const child = spawnSls(
-    ['offline', 'start', '--stage', 'local', '--lambdaPort', String(lambdaPort), '--httpPort', String(httpPort), '--websocketPort', String(websocketPort)],
+    [
+      'offline',
+      'start',
+      '--stage',
+      'local',
+      '--lambdaPort',
+      String(lambdaPort),
+      '--httpPort',
+      String(httpPort),
+      '--websocketPort',
+      String(websocketPort),
+    ],
     env,
   );
   const output: string[] = [];
@@ -133,7 +144,13 @@ afterAll(async () => {
 describe('the host invoking the functions through serverless-offline', () => {
   it('writes the rows and commits every partition to its end once the function has stored them', async () => {
     const count = 60;
-    await produce(names.topics.reviews, jsonMessages(Array.from({ length: count }, (_, index) => review(index)), { key: (index) => `gp:offline-${index}` }));
+    await produce(
+      names.topics.reviews,
+      jsonMessages(
+        Array.from({ length: count }, (_, index) => review(index)),
+        { key: (index) => `gp:offline-${index}` },
+      ),
+    );
 
     const committed = await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews, 180_000);
 
@@ -155,11 +172,15 @@ describe('the host invoking the functions through serverless-offline', () => {
       await waitUntil(
         'two failed invocations of network-metrics',
         async () =>
-          host.lines.filter((line) => line.message === 'batch not stored; redelivering it after a back-off' && line.pipeline === 'network-metrics')
-            .length >= failuresBefore + 2,
+          host.lines.filter(
+            (line) => line.message === 'batch not stored; redelivering it after a back-off' && line.pipeline === 'network-metrics',
+          ).length >=
+          failuresBefore + 2,
         120_000,
       );
-      const failure = host.lines.find((line) => line.message === 'batch not stored; redelivering it after a back-off' && line.pipeline === 'network-metrics');
+      const failure = host.lines.find(
+        (line) => line.message === 'batch not stored; redelivering it after a back-off' && line.pipeline === 'network-metrics',
+      );
       expect(failure).toMatchObject({ outcome: 'failed', committed: [] });
       expect(offline.output.join('')).toContain('network_metrics'); // the function's own error, from the offline log
       const whileFailing = await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics']);

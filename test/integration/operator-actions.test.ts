@@ -23,7 +23,12 @@ describe('the audit trail (operator_actions)', () => {
     const client = await schema.pool.connect();
     try {
       await client.query('BEGIN');
-      await recordOperatorAction(client, { actor: 'a@h', command: 'dlq purge', arguments: { yes: true }, outcome: { counts: { deleted: 9 } } });
+      await recordOperatorAction(client, {
+        actor: 'a@h',
+        command: 'dlq purge',
+        arguments: { yes: true },
+        outcome: { counts: { deleted: 9 } },
+      });
       await client.query('ROLLBACK');
       await client.query('BEGIN');
       const written = await recordOperatorAction(client, {

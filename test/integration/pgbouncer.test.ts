@@ -108,7 +108,9 @@ describe.skipIf(skipped)('through PgBouncer 1.18 in transaction mode, stock sett
   it('stores rows of every pipeline', async () => {
     // Act
     const reviews = await pipeline('reviews').run([review('pgb:r1', 0), review('pgb:r2', 1)]);
-    const stats = await pipeline('app-stats').run([{ offset: 0, value: { ...sampleAppStats(), crawled_at: '2026-11-30T01:02:03.123456' } }]);
+    const stats = await pipeline('app-stats').run([
+      { offset: 0, value: { ...sampleAppStats(), crawled_at: '2026-11-30T01:02:03.123456' } },
+    ]);
     const metrics = await pipeline('network-metrics').run([
       { offset: 0, value: { ...sampleNetworkMetrics(), analysis_id: '4f0e8a5c-0b7d-4c1e-9a3f-5d6b7c8d9e01' } },
     ]);

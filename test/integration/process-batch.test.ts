@@ -128,10 +128,7 @@ describe('columns updates never touch', () => {
     const { run } = pipeline('reviews');
     const id = 'gp:first-seen';
     await run('reviews', [{ partition: 1, offset: 40, value: review({ review_id: id, last_synced_at: '2026-11-30T06:00:00Z' }) }]);
-    await schema.pool.query(
-      `UPDATE reviews SET first_seen_at = '2020-01-01T00:00:00Z', sentiment = 0.25 WHERE review_id = $1`,
-      [id],
-    );
+    await schema.pool.query(`UPDATE reviews SET first_seen_at = '2020-01-01T00:00:00Z', sentiment = 0.25 WHERE review_id = $1`, [id]);
     const updated = await run('reviews', [
       { partition: 2, offset: 41, value: review({ review_id: id, content: 'changed', last_synced_at: '2026-11-30T08:00:00Z' }) },
     ]);
@@ -161,7 +158,13 @@ describe('poison records', () => {
     expect(result.report).toMatchObject({ records: 7, inserted: 2, deadLettered: 5 });
     const stored = await rows(`SELECT review_id FROM reviews WHERE review_id IN ('gp:before', 'gp:after') ORDER BY review_id`);
     expect(stored).toHaveLength(2);
-    const letters = await rows<{ kafka_offset: string; reason: string; payload_size: number; headers: unknown; message_key: Buffer | null }>(
+    const letters = await rows<{
+      kafka_offset: string;
+      reason: string;
+      payload_size: number;
+      headers: unknown;
+      message_key: Buffer | null;
+    }>(
       `SELECT kafka_offset, reason, payload_size, headers, message_key FROM dead_letter_events
         WHERE topic = 'reviews' AND kafka_offset BETWEEN 100 AND 106 ORDER BY kafka_offset`,
     );
@@ -200,7 +203,9 @@ describe('poison records', () => {
     // Only the first delivery stores a letter: the replay counts apart and does not fire the alarm.
     expect(first.report).toMatchObject({ records: 1, deadLettered: 1, alreadyDeadLettered: 0 });
     expect(replayed.report).toMatchObject({ records: 1, deadLettered: 0, alreadyDeadLettered: 1 });
-    const [count] = await rows<{ n: string }>(`SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'reviews' AND partition = 2 AND kafka_offset = 900`);
+    const [count] = await rows<{ n: string }>(
+      `SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'reviews' AND partition = 2 AND kafka_offset = 900`,
+    );
     expect(count?.n).toBe('1');
   });
 
@@ -240,8 +245,12 @@ describe('one transaction', () => {
           { offset: 301, value: networkMetrics({ analysis_id: '00000000-0000-4000-8000-000000000301', analyzer_version: 'explode' }) },
         ]),
       ).rejects.toThrow('injected failure');
-      const [letters] = await rows<{ n: string }>(`SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'network-metrics' AND kafka_offset = 300`);
-      const [data] = await rows<{ n: string }>(`SELECT count(*) AS n FROM network_metrics WHERE analysis_id = '00000000-0000-4000-8000-000000000301'`);
+      const [letters] = await rows<{ n: string }>(
+        `SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'network-metrics' AND kafka_offset = 300`,
+      );
+      const [data] = await rows<{ n: string }>(
+        `SELECT count(*) AS n FROM network_metrics WHERE analysis_id = '00000000-0000-4000-8000-000000000301'`,
+      );
       expect(letters?.n).toBe('0');
       expect(data?.n).toBe('0');
     } finally {
@@ -258,10 +267,16 @@ describe('in-batch duplicates', () => {
       { partition: 1, offset: 500, value: review({ review_id: 'gp:dup', thumbs_up_count: 3, last_synced_at: '2026-11-30T08:00:00Z' }) },
       { partition: 2, offset: 500, value: review({ review_id: 'gp:dup', thumbs_up_count: 2, last_synced_at: '2026-11-30T07:00:00Z' }) },
       { partition: 0, offset: 501, value: review({ review_id: 'gp:tie', thumbs_up_count: 10, last_synced_at: '2026-11-30T06:00:00Z' }) },
-      { partition: 1, offset: 501, value: review({ review_id: 'gp:tie', thumbs_up_count: 11, last_synced_at: '2026-11-30T06:00:00.000000+00:00' }) },
+      {
+        partition: 1,
+        offset: 501,
+        value: review({ review_id: 'gp:tie', thumbs_up_count: 11, last_synced_at: '2026-11-30T06:00:00.000000+00:00' }),
+      },
     ]);
     expect(result.report).toMatchObject({ records: 5, inserted: 2, deduplicated: 3 });
-    const stored = await rows(`SELECT review_id, thumbs_up_count, source_partition FROM reviews WHERE review_id IN ('gp:dup', 'gp:tie') ORDER BY review_id`);
+    const stored = await rows(
+      `SELECT review_id, thumbs_up_count, source_partition FROM reviews WHERE review_id IN ('gp:dup', 'gp:tie') ORDER BY review_id`,
+    );
     expect(stored).toEqual([
       { review_id: 'gp:dup', thumbs_up_count: 3, source_partition: 1 },
       { review_id: 'gp:tie', thumbs_up_count: 10, source_partition: 0 },
@@ -288,7 +303,9 @@ describe('timestamps', () => {
       const url = new URL(schema.url);
       url.searchParams.set('options', `${url.searchParams.get('options') ?? ''} -c TimeZone=America/St_Johns`);
       const { run } = pipeline('app-stats', {}, url.toString());
-      await run('app-stats', [{ offset: 800, value: appStats({ crawled_at: '2026-11-30T06:00:00.123456', app_updated_at: '2026-01-01T02:00:00.000001+03:30' }) }]);
+      await run('app-stats', [
+        { offset: 800, value: appStats({ crawled_at: '2026-11-30T06:00:00.123456', app_updated_at: '2026-01-01T02:00:00.000001+03:30' }) },
+      ]);
       const reader = new pg.Client({ connectionString: schema.url });
       await reader.connect();
       try {
@@ -368,14 +385,18 @@ describe('transient failures', () => {
       expect(result.response).toEqual({ batchItemFailures: [] });
       expect(result.report).toMatchObject({ inserted: 1, deadLettered: 1, attempts: 2 });
       // The retry line says which batch: two batches of one invocation never read the same.
-      expect(logger.lines.find((line) => line.level === 'warn' && line.message.startsWith('transient database error'))?.extra).toMatchObject({
+      expect(
+        logger.lines.find((line) => line.level === 'warn' && line.message.startsWith('transient database error'))?.extra,
+      ).toMatchObject({
         topic: 'reviews',
         partition: 0,
         first_offset: '1200',
         last_offset: '1201',
       });
       const [data] = await rows<{ n: string }>(`SELECT count(*) AS n FROM reviews WHERE review_id = 'gp:killed'`);
-      const [letters] = await rows<{ n: string }>(`SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'reviews' AND kafka_offset = 1200`);
+      const [letters] = await rows<{ n: string }>(
+        `SELECT count(*) AS n FROM dead_letter_events WHERE topic = 'reviews' AND kafka_offset = 1200`,
+      );
       expect(data?.n).toBe('1');
       expect(letters?.n).toBe('1');
     } finally {

@@ -10,7 +10,10 @@ const createEvent: CloudFormationCustomResourceEvent = {
   RequestId: 'd1e2f3a4',
   LogicalResourceId: 'SchemaMigration',
   ResourceType: 'Custom::SchemaMigration',
-  ResourceProperties: { ServiceToken: 'arn:aws:lambda:eu-west-1:123456789012:function:storage-consumer-prod-migrate', MigrationsHash: 'abc' },
+  ResourceProperties: {
+    ServiceToken: 'arn:aws:lambda:eu-west-1:123456789012:function:storage-consumer-prod-migrate',
+    MigrationsHash: 'abc',
+  },
 };
 
 describe('custom resource protocol', () => {
@@ -24,12 +27,10 @@ describe('custom resource protocol', () => {
 
   it('derives the physical id from the stack on Create and keeps the one it was given afterwards', () => {
     expect(physicalResourceIdOf(createEvent)).toBe('storage-consumer-prod-SchemaMigration');
-    expect(
-      physicalResourceIdOf({ ...createEvent, RequestType: 'Delete', PhysicalResourceId: 'kept-as-is' }),
-    ).toBe('kept-as-is');
+    expect(physicalResourceIdOf({ ...createEvent, RequestType: 'Delete', PhysicalResourceId: 'kept-as-is' })).toBe('kept-as-is');
   });
 
-  it('cuts a long reason so the response stays under CloudFormation\'s 4 KB', () => {
+  it("cuts a long reason so the response stays under CloudFormation's 4 KB", () => {
     const response = customResourceResponse(createEvent, { status: 'FAILED', reason: 'x'.repeat(10_000) }, '2026/11/30/[$LATEST]abc');
     expect(response.Reason.length).toBeLessThanOrEqual(1500);
     expect(Buffer.byteLength(JSON.stringify(response))).toBeLessThan(4096);

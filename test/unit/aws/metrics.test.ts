@@ -37,8 +37,21 @@ describe('batch metrics', () => {
     const metrics = createPipelineMetrics('reviews', 'StorageConsumer/test');
     recordBatchMetrics(metrics, report());
     const emf = flush(metrics);
-    expect(emf).toMatchObject({ service: 'storage-consumer', pipeline: 'reviews', Records: 10, Inserted: 6, Updated: 1, Skipped: 1, DeadLettered: 1, AlreadyDeadLettered: 2, BatchDurationMs: 42, BatchFailed: 0 });
-    const directive = (emf._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string }> }> }).CloudWatchMetrics[0]!;
+    expect(emf).toMatchObject({
+      service: 'storage-consumer',
+      pipeline: 'reviews',
+      Records: 10,
+      Inserted: 6,
+      Updated: 1,
+      Skipped: 1,
+      DeadLettered: 1,
+      AlreadyDeadLettered: 2,
+      BatchDurationMs: 42,
+      BatchFailed: 0,
+    });
+    const directive = (
+      emf._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string }> }> }
+    ).CloudWatchMetrics[0]!;
     expect(directive.Namespace).toBe('StorageConsumer/test');
     expect(directive.Dimensions).toEqual([['service', 'pipeline']]);
     expect(directive.Metrics.map((metric) => metric.Name).sort()).toEqual(Object.values(BATCH_METRIC_NAMES).sort());

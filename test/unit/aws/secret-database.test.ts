@@ -5,7 +5,10 @@ import type { SecretFetcher } from '../../../aws/secret-database.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import { loadSettings } from '../../../shared/settings.js';
 describe('database credentials from Secrets Manager', () => {
-  const base = loadSettings({ DATABASE_URL: 'postgresql://storage.cluster-x.eu-west-1.rds.amazonaws.com:5432/storage', STORAGE_DB_SSL: 'verify-full' }).database;
+  const base = loadSettings({
+    DATABASE_URL: 'postgresql://storage.cluster-x.eu-west-1.rds.amazonaws.com:5432/storage',
+    STORAGE_DB_SSL: 'verify-full',
+  }).database;
 
   it('puts the credentials into the endpoint from DATABASE_URL, escaping them', () => {
     const url = new URL(connectionStringWithSecret(base.connectionString, { username: 'storage', password: 'p@ss:w/rd' }));
@@ -42,7 +45,10 @@ describe('database credentials from Secrets Manager', () => {
   });
 
   it('does not cache a failed fetch', async () => {
-    const fetchSecret = vi.fn<SecretFetcher>().mockRejectedValueOnce(new Error('throttled')).mockResolvedValue({ username: 'u', password: 'p' });
+    const fetchSecret = vi
+      .fn<SecretFetcher>()
+      .mockRejectedValueOnce(new Error('throttled'))
+      .mockResolvedValue({ username: 'u', password: 'p' });
     const source = secretDatabaseSource({ secretId: 'storage/db', base, fetchSecret });
     await expect(source.settings()).rejects.toThrow('throttled');
     await expect(source.settings()).resolves.toMatchObject({ ssl: 'verify-full' });
@@ -50,7 +56,10 @@ describe('database credentials from Secrets Manager', () => {
 
   it('names the unusable fields of a bad secret without echoing its value', async () => {
     const source = secretDatabaseSource({ secretId: 'storage/db', base, fetchSecret: async () => ({ user: 'x', password: 'hunter2' }) });
-    const error = await source.settings().then(() => undefined, (caught: unknown) => caught as Error);
+    const error = await source.settings().then(
+      () => undefined,
+      (caught: unknown) => caught as Error,
+    );
     expect(error).toBeInstanceOf(ConfigurationError);
     expect(error?.message).toContain('username');
     expect(error?.message).not.toContain('hunter2');

@@ -19,12 +19,22 @@ function template(): CloudFormationTemplate & { Resources: Record<string, { Type
     Parameters: { Stage: { Type: 'String' } },
     Conditions: { UsesMsk: { 'Fn::Equals': ['a', 'b'] } },
     Resources: {
-      Logs: { Type: 'AWS::Logs::LogGroup', Properties: { LogGroupName: { 'Fn::Sub': '/aws/lambda/${AWS::StackName}-${Stage}' }, RetentionInDays: 30 } },
+      Logs: {
+        Type: 'AWS::Logs::LogGroup',
+        Properties: { LogGroupName: { 'Fn::Sub': '/aws/lambda/${AWS::StackName}-${Stage}' }, RetentionInDays: 30 },
+      },
       Role: {
         Type: 'AWS::IAM::Role',
         Properties: {
           AssumeRolePolicyDocument: { Version: '2012-10-17', Statement: [] },
-          Policies: [{ PolicyName: 'logs', PolicyDocument: { Statement: [{ Effect: 'Allow', Action: 'logs:PutLogEvents', Resource: { 'Fn::GetAtt': ['Logs', 'Arn'] } }] } }],
+          Policies: [
+            {
+              PolicyName: 'logs',
+              PolicyDocument: {
+                Statement: [{ Effect: 'Allow', Action: 'logs:PutLogEvents', Resource: { 'Fn::GetAtt': ['Logs', 'Arn'] } }],
+              },
+            },
+          ],
         },
       },
       Fn: {
@@ -64,11 +74,15 @@ const check = (t: CloudFormationTemplate) => validateTemplate(t, spec, 'test');
 /** Exactly these problems, in any order: each pattern matches one line, and no line is left. */
 function expectProblems(problems: string[], patterns: RegExp[]): void {
   expect(problems, problems.join('\n')).toHaveLength(patterns.length);
-  for (const pattern of patterns) expect(problems.filter((line) => pattern.test(line)), `${pattern} in\n${problems.join('\n')}`).toHaveLength(1);
+  for (const pattern of patterns)
+    expect(
+      problems.filter((line) => pattern.test(line)),
+      `${pattern} in\n${problems.join('\n')}`,
+    ).toHaveLength(1);
 }
 
 describe('validateTemplate against @aws-cdk/aws-service-spec', () => {
-  it('accepts a valid template, the Kafka mapping\'s provisioned-mode and error-handling properties and intrinsics included', () => {
+  it("accepts a valid template, the Kafka mapping's provisioned-mode and error-handling properties and intrinsics included", () => {
     expect(check(template())).toEqual([]);
   });
 
@@ -78,13 +92,19 @@ describe('validateTemplate against @aws-cdk/aws-service-spec', () => {
     delete t.Resources.Mapping!.Properties.MaximumRetryAttempts;
     const problems = check(t);
     expect(problems).toHaveLength(1);
-    expect(problems[0]).toMatch(/^stage test, resource Mapping \(AWS::Lambda::EventSourceMapping\), property MaximumRetryAttempt: unknown property/);
+    expect(problems[0]).toMatch(
+      /^stage test, resource Mapping \(AWS::Lambda::EventSourceMapping\), property MaximumRetryAttempt: unknown property/,
+    );
   });
 
   it('finds a misspelled property of a nested property type', () => {
     const t = template();
     t.Resources.Mapping!.Properties.ProvisionedPollerConfig = { MinimumPoller: 1, MaximumPollers: 3 };
-    expect(check(t)).toEqual([expect.stringMatching(/resource Mapping .*property ProvisionedPollerConfig\.MinimumPoller: unknown property of ProvisionedPollerConfig/)]);
+    expect(check(t)).toEqual([
+      expect.stringMatching(
+        /resource Mapping .*property ProvisionedPollerConfig\.MinimumPoller: unknown property of ProvisionedPollerConfig/,
+      ),
+    ]);
   });
 
   it('finds an unknown resource type', () => {

@@ -60,7 +60,10 @@ describe('cutBatch', () => {
     const messages = Array.from({ length: 7 }, (_, index) => message(40 + index, `{"n":${index}}`));
 
     // Act
-    const events = cutBatch({ topic: 'reviews', partition: 2, messages, lastOffset: '46' }, { batchSize: 3, maxEventBytes: 6_291_456, source });
+    const events = cutBatch(
+      { topic: 'reviews', partition: 2, messages, lastOffset: '46' },
+      { batchSize: 3, maxEventBytes: 6_291_456, source },
+    );
 
     // Assess
     expect(events.map((event) => event.partitions[0]?.offsets)).toEqual([['40', '41', '42'], ['43', '44', '45'], ['46']]);
@@ -123,7 +126,10 @@ describe('cutBatch', () => {
     } as Partial<KafkaMessage>);
 
     // Act
-    const [event] = cutBatch({ topic: 't', partition: 1, messages: [record], lastOffset: '7' }, { batchSize: 10, maxEventBytes: 6_291_456, source });
+    const [event] = cutBatch(
+      { topic: 't', partition: 1, messages: [record], lastOffset: '7' },
+      { batchSize: 10, maxEventBytes: 6_291_456, source },
+    );
 
     // Assess
     expect(event?.event.records['t-1']).toEqual([
@@ -147,7 +153,10 @@ describe('cutBatch', () => {
     const messages = timestamps.map((timestamp, index) => message(index, '{}', { timestamp }));
 
     // Act
-    const [hostEvent] = cutBatch({ topic: 't', partition: 0, messages, lastOffset: '4' }, { batchSize: 10, maxEventBytes: 6_291_456, source });
+    const [hostEvent] = cutBatch(
+      { topic: 't', partition: 0, messages, lastOffset: '4' },
+      { batchSize: 10, maxEventBytes: 6_291_456, source },
+    );
 
     // Assess
     const parsed = parseKafkaEvent(JSON.parse(JSON.stringify(hostEvent?.event)));

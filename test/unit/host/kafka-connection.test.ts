@@ -13,7 +13,13 @@ describe('the one Kafka connection mapping', () => {
   ])('KAFKA_SASL_MECHANISM=%s gives kafkajs %s with the user and password', (variable, mechanism) => {
     // Act
     const connection = kafkaConnection(
-      loadHostSettings({ KAFKA_BROKERS: 'b1:9096', KAFKA_SSL: 'true', KAFKA_SASL_MECHANISM: variable, KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }).kafka,
+      loadHostSettings({
+        KAFKA_BROKERS: 'b1:9096',
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: variable,
+        KAFKA_SASL_USERNAME: 'u',
+        KAFKA_SASL_PASSWORD: 'p',
+      }).kafka,
     );
 
     // Assess
@@ -38,7 +44,12 @@ describe('the one Kafka connection mapping', () => {
 
   it('takes the MSK IAM region from AWS_REGION when KAFKA_AWS_REGION is unset', () => {
     // Act
-    const settings = loadHostSettings({ KAFKA_BROKERS: brokers, KAFKA_SASL_MECHANISM: 'aws-msk-iam', AWS_REGION: 'us-gov-west-1', AWS_DEFAULT_REGION: 'eu-west-1' });
+    const settings = loadHostSettings({
+      KAFKA_BROKERS: brokers,
+      KAFKA_SASL_MECHANISM: 'aws-msk-iam',
+      AWS_REGION: 'us-gov-west-1',
+      AWS_DEFAULT_REGION: 'eu-west-1',
+    });
 
     // Assess
     expect(settings.kafka.sasl).toEqual({ mechanism: 'aws-msk-iam', region: 'us-gov-west-1' });
@@ -61,7 +72,11 @@ const hmac = (key: Buffer | string, text: string) => createHmac('sha256', key).u
 const rfc3986 = (text: string) => encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 describe('the MSK IAM token provider (stubbed credential source)', () => {
-  const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'session/token+1' };
+  const credentials = {
+    accessKeyId: 'AKIDEXAMPLE',
+    secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+    sessionToken: 'session/token+1',
+  };
 
   it('returns a base64url presigned kafka-cluster:Connect URL signed for the region, verifiable with the secret key', async () => {
     // Prepare
@@ -103,7 +118,10 @@ describe('the MSK IAM token provider (stubbed credential source)', () => {
     const canonicalRequest = ['GET', '/', signed, `host:${url.host}`, '', 'host', emptyPayload].join('\n');
     const scope = `${day}/eu-central-1/kafka-cluster/aws4_request`;
     const stringToSign = ['AWS4-HMAC-SHA256', amzDate, scope, createHash('sha256').update(canonicalRequest).digest('hex')].join('\n');
-    const key = ['eu-central-1', 'kafka-cluster', 'aws4_request'].reduce((k, part) => hmac(k, part), hmac(`AWS4${credentials.secretAccessKey}`, day));
+    const key = ['eu-central-1', 'kafka-cluster', 'aws4_request'].reduce(
+      (k, part) => hmac(k, part),
+      hmac(`AWS4${credentials.secretAccessKey}`, day),
+    );
     expect(query.get('X-Amz-Signature')).toBe(createHmac('sha256', key).update(stringToSign).digest('hex'));
   });
 

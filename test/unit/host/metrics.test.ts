@@ -19,7 +19,22 @@ async function exportedSeriesNames(): Promise<Set<string>> {
   return names;
 }
 
-const PROMQL_WORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'offset', 'and', 'or', 'unless', 'le', 'inf', 'nan']);
+const PROMQL_WORDS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'offset',
+  'and',
+  'or',
+  'unless',
+  'le',
+  'inf',
+  'nan',
+]);
 
 /** The metric names a PromQL expression selects: identifiers that are neither functions, keywords, labels nor variables. */
 export function metricNamesIn(expr: string): string[] {
@@ -38,8 +53,18 @@ describe('the host metrics', () => {
   it('have every pipeline series from the start at 0, and count a stored batch by outcome', async () => {
     const metrics = createHostMetrics(PIPELINE_NAMES);
     const report: BatchReport = {
-      pipeline: 'reviews', records: 11, inserted: 4, updated: 2, skipped: 1, deduplicated: 1, deadLettered: 2, alreadyDeadLettered: 1,
-      durationMs: 12, attempts: 2, failed: false, partitions: [],
+      pipeline: 'reviews',
+      records: 11,
+      inserted: 4,
+      updated: 2,
+      skipped: 1,
+      deduplicated: 1,
+      deadLettered: 2,
+      alreadyDeadLettered: 1,
+      durationMs: 12,
+      attempts: 2,
+      failed: false,
+      partitions: [],
     };
 
     metrics.pipeline('reviews').recordsStored(report);
@@ -128,14 +153,19 @@ describe('the Grafana dashboard (docs/grafana-host-dashboard.json)', () => {
     }
     // Every storage_consumer_* metric has a panel.
     for (const name of Object.values(HOST_METRIC_NAMES)) {
-      expect([...used].some((series) => series === name || series.startsWith(`${name}_`)), name).toBe(true);
+      expect(
+        [...used].some((series) => series === name || series.startsWith(`${name}_`)),
+        name,
+      ).toBe(true);
     }
   });
 
   it('tells a metric name from functions, labels and keywords', () => {
-    expect(metricNamesIn('histogram_quantile(0.99, sum by (le, pipeline) (rate(storage_consumer_batch_duration_seconds_bucket{pipeline=~"$pipeline"}[5m])))')).toEqual([
-      'storage_consumer_batch_duration_seconds_bucket',
-    ]);
+    expect(
+      metricNamesIn(
+        'histogram_quantile(0.99, sum by (le, pipeline) (rate(storage_consumer_batch_duration_seconds_bucket{pipeline=~"$pipeline"}[5m])))',
+      ),
+    ).toEqual(['storage_consumer_batch_duration_seconds_bucket']);
     expect(metricNamesIn('sum by (pipeline) (rate(a_total[1m])) * 60 + b')).toEqual(['a_total', 'b']);
   });
 });

@@ -75,7 +75,13 @@ describe('decideOffsets: success', () => {
 
   it('never rounds offsets beyond 2^53 (BigInt arithmetic on strings)', () => {
     // Prepare
-    const huge: EventPartition = { topic: 't', partition: 0, key: 't-0', offsets: ['9007199254740993', '9007199254740995'], next: '9007199254740996' };
+    const huge: EventPartition = {
+      topic: 't',
+      partition: 0,
+      key: 't-0',
+      offsets: ['9007199254740993', '9007199254740995'],
+      next: '9007199254740996',
+    };
 
     // Act
     const partial = decideOffsets([huge], response({ batchItemFailures: [failure('t-0', '9007199254740995')] }), true);
@@ -118,11 +124,7 @@ describe('decideOffsets: batchItemFailures (switch on)', () => {
 
   it('commits nothing for a partition whose first offset failed (the handler\'s "report" form)', () => {
     // Act
-    const decision = decideOffsets(
-      event,
-      response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] }),
-      true,
-    );
+    const decision = decideOffsets(event, response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] }), true);
 
     // Assess
     expect(decision).toEqual({
@@ -242,17 +244,19 @@ describe('decideOffsets: errors', () => {
 
 describe('decideOffsets: properties', () => {
   // An event: up to 3 partitions, each with ascending offsets (gaps allowed).
-  const eventArbitrary = fc
-    .uniqueArray(fc.integer({ min: 0, max: 5 }), { minLength: 1, maxLength: 3 })
-    .chain((numbers) =>
-      fc.tuple(
-        ...numbers.map((number) =>
-          fc
-            .uniqueArray(fc.integer({ min: 0, max: 1_000 }), { minLength: 1, maxLength: 8 })
-            .map((offsets) => partition('t', number, [...offsets].sort((a, b) => a - b))),
+  const eventArbitrary = fc.uniqueArray(fc.integer({ min: 0, max: 5 }), { minLength: 1, maxLength: 3 }).chain((numbers) =>
+    fc.tuple(
+      ...numbers.map((number) =>
+        fc.uniqueArray(fc.integer({ min: 0, max: 1_000 }), { minLength: 1, maxLength: 8 }).map((offsets) =>
+          partition(
+            't',
+            number,
+            [...offsets].sort((a, b) => a - b),
+          ),
         ),
       ),
-    );
+    ),
+  );
 
   it('never commits past a reported failure, and redelivers exactly from the lowest one', () => {
     fc.assert(
@@ -276,7 +280,10 @@ describe('decideOffsets: properties', () => {
 
           // Assess
           for (const p of partitions) {
-            const lowest = failed.filter((f) => f.p === p).map((f) => f.offset).sort((a, b) => a - b)[0];
+            const lowest = failed
+              .filter((f) => f.p === p)
+              .map((f) => f.offset)
+              .sort((a, b) => a - b)[0];
             const committed = decision.commit.find((c) => c.partition === p.partition)?.offset;
             const redelivered = decision.redeliver.find((r) => r.partition === p.partition)?.offset;
             if (lowest === undefined) {
@@ -315,9 +322,21 @@ describe('decideOffsets: properties', () => {
 describe('no host setting lets a failure report advance past the failed records', () => {
   const modes = [
     ['in-process', {}],
-    ['lambda', { STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'storage-consumer-dev-reviews' }],
+    [
+      'lambda',
+      {
+        STORAGE_INVOKE_MODE: 'lambda',
+        AWS_REGION: 'eu-west-1',
+        STORAGE_PIPELINES: 'reviews',
+        STORAGE_LAMBDA_FUNCTION_REVIEWS: 'storage-consumer-dev-reviews',
+      },
+    ],
   ] as const;
-  const responses = [['unset', {}], ['throw', { STORAGE_FAILURE_RESPONSE: 'throw' }], ['report', { STORAGE_FAILURE_RESPONSE: 'report' }]] as const;
+  const responses = [
+    ['unset', {}],
+    ['throw', { STORAGE_FAILURE_RESPONSE: 'throw' }],
+    ['report', { STORAGE_FAILURE_RESPONSE: 'report' }],
+  ] as const;
   const switches = [
     ['unset', {}],
     ['true', { STORAGE_REPORT_BATCH_ITEM_FAILURES: 'true' }],
@@ -325,34 +344,39 @@ describe('no host setting lets a failure report advance past the failed records'
   ] as const;
   const combinations = modes.flatMap(([mode, modeEnv]) =>
     responses.flatMap(([form, formEnv]) =>
-      switches.map(([on, switchEnv]) => [mode, form, on, { KAFKA_BROKERS: '127.0.0.1:9092', ...modeEnv, ...formEnv, ...switchEnv }] as const),
+      switches.map(
+        ([on, switchEnv]) => [mode, form, on, { KAFKA_BROKERS: '127.0.0.1:9092', ...modeEnv, ...formEnv, ...switchEnv }] as const,
+      ),
     ),
   );
 
-  it.each(combinations)('STORAGE_INVOKE_MODE=%s STORAGE_FAILURE_RESPONSE=%s STORAGE_REPORT_BATCH_ITEM_FAILURES=%s: refused at start, or the report is honoured', (_mode, _form, _on, env) => {
-    // Prepare: the report a handler answers when the retry budget ran out (its lowest offset per partition)
-    let settings: HostSettings;
-    try {
-      settings = loadHostSettings(env);
-    } catch (error) {
-      // Refusing to start is one of the two allowed answers; it must name the variables
-      expect(error).toBeInstanceOf(ConfigurationError);
-      expect((error as Error).message).toMatch(/STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true/);
-      return;
-    }
-    const report = response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] });
+  it.each(combinations)(
+    'STORAGE_INVOKE_MODE=%s STORAGE_FAILURE_RESPONSE=%s STORAGE_REPORT_BATCH_ITEM_FAILURES=%s: refused at start, or the report is honoured',
+    (_mode, _form, _on, env) => {
+      // Prepare: the report a handler answers when the retry budget ran out (its lowest offset per partition)
+      let settings: HostSettings;
+      try {
+        settings = loadHostSettings(env);
+      } catch (error) {
+        // Refusing to start is one of the two allowed answers; it must name the variables
+        expect(error).toBeInstanceOf(ConfigurationError);
+        expect((error as Error).message).toMatch(/STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true/);
+        return;
+      }
+      const report = response({ batchItemFailures: [failure('reviews-0', 10), failure('reviews-1', 100)] });
 
-    // Act
-    const decision = decideOffsets(event, report, settings.reportBatchItemFailures);
+      // Act
+      const decision = decideOffsets(event, report, settings.reportBatchItemFailures);
 
-    // Assess: nothing committed at or past a failed offset, and both partitions redelivered from it
-    expect(decision.outcome).not.toBe('success');
-    expect(decision.commit).toEqual([]);
-    expect(decision.redeliver).toEqual([
-      { topic: 'reviews', partition: 0, offset: '10' },
-      { topic: 'reviews', partition: 1, offset: '100' },
-    ]);
-  });
+      // Assess: nothing committed at or past a failed offset, and both partitions redelivered from it
+      expect(decision.outcome).not.toBe('success');
+      expect(decision.commit).toEqual([]);
+      expect(decision.redeliver).toEqual([
+        { topic: 'reviews', partition: 0, offset: '10' },
+        { topic: 'reviews', partition: 1, offset: '100' },
+      ]);
+    },
+  );
 
   it('covers all 18 combinations', () => {
     expect(combinations).toHaveLength(18);

@@ -36,13 +36,24 @@ function scriptedPool() {
   };
 }
 
-const row = (pipeline: string, paused: boolean): Row => ({ pipeline, paused, by: 'ops@bastion', at: new Date('2026-12-01T12:00:00Z'), reason: paused ? 'maintenance' : null });
+const row = (pipeline: string, paused: boolean): Row => ({
+  pipeline,
+  paused,
+  by: 'ops@bastion',
+  at: new Date('2026-12-01T12:00:00Z'),
+  reason: paused ? 'maintenance' : null,
+});
 
 function setUp(pipelines = 'reviews,app-stats') {
   const database = scriptedPool();
   const applied: Array<[PipelineName, boolean]> = [];
   const warnings: Array<Record<string, unknown>> = [];
-  const logger = { debug: () => undefined, info: () => undefined, warn: (_message: string, extra?: Record<string, unknown>) => warnings.push(extra ?? {}), error: () => undefined };
+  const logger = {
+    debug: () => undefined,
+    info: () => undefined,
+    warn: (_message: string, extra?: Record<string, unknown>) => warnings.push(extra ?? {}),
+    error: () => undefined,
+  };
   const control = createPauseControl({
     settings: loadHostSettings({ KAFKA_BROKERS: '127.0.0.1:9092', STORAGE_PIPELINES: pipelines }),
     logger,

@@ -7,7 +7,12 @@ const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAf
 
 function record() {
   const clock = { now: 1_000_000 };
-  const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews-topic', group: 'storage-consumer.reviews', now: () => clock.now });
+  const progress = new PipelineProgress({
+    pipeline: 'reviews',
+    topic: 'reviews-topic',
+    group: 'storage-consumer.reviews',
+    now: () => clock.now,
+  });
   const verdict = () => evaluateProgress(progress.snapshot(), bounds, clock.now);
   return { clock, progress, verdict };
 }
@@ -75,7 +80,9 @@ describe('the progress record', () => {
     expect(stalled).toMatchObject({ state: 'STALLED', ready: false, up: false });
     expect(stalled.oldestInFlight).toMatchObject({ partition: 1, firstOffset: '100', lastOffset: '149', attempt: 2 });
     expect(stalled.causes[0]).toContain('reviews: stalled: partition 1: lag 300 and no stored batch for 60 s');
-    expect(stalled.causes[0]).toContain('in flight: reviews-topic partition 1 offsets 100..149, attempt 2, 60 s old, last error: Error: canceling statement due to lock timeout');
+    expect(stalled.causes[0]).toContain(
+      'in flight: reviews-topic partition 1 offsets 100..149, attempt 2, 60 s old, last error: Error: canceling statement due to lock timeout',
+    );
     progress.stored(1, '150');
     expect(verdict().state).toBe('RUNNING');
 
@@ -104,7 +111,11 @@ describe('the progress record', () => {
     expect(verdict()).toMatchObject({ state: 'PAUSED', up: false });
     progress.setPaused(false);
     progress.failed(new Error('relation "reviews" does not exist'));
-    expect(verdict()).toMatchObject({ state: 'FAILED', ready: false, causes: ['reviews: failed: Error: relation "reviews" does not exist'] });
+    expect(verdict()).toMatchObject({
+      state: 'FAILED',
+      ready: false,
+      causes: ['reviews: failed: Error: relation "reviews" does not exist'],
+    });
     expect(progress.snapshot().lastError?.stack).toContain('relation');
     progress.stopped();
     expect(verdict().state).toBe('FAILED');

@@ -36,7 +36,10 @@ describe('runHost and a stop signal during the start', () => {
 
     // Assess
     expect(code).toBe(0);
-    expect(logger.lines.map((line) => line.message)).toEqual(['HTTP endpoint listening', 'stop signal received while starting; nothing was in flight']);
+    expect(logger.lines.map((line) => line.message)).toEqual([
+      'HTTP endpoint listening',
+      'stop signal received while starting; nothing was in flight',
+    ]);
     expect(logger.lines[1]?.extra).toMatchObject({ signal });
     expect(process.listenerCount(signal)).toBe(before);
   });

@@ -44,7 +44,13 @@ describe('loadHostSettings', () => {
       reportBatchItemFailures: true,
       maxEventBytes: MAX_EVENT_BYTES,
       heartbeat: { dir: join(tmpdir(), 'storage-consumer', 'heartbeats'), intervalMs: 5_000 },
-      progress: { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000, lagIntervalMs: 15_000, lagTimeoutMs: 5_000 },
+      progress: {
+        fetchUnreadyAfterMs: 30_000,
+        fetchFailAfterMs: 300_000,
+        stallAfterMs: 60_000,
+        lagIntervalMs: 15_000,
+        lagTimeoutMs: 5_000,
+      },
       invoke: { mode: 'in-process', retryBaseMs: 1_000, lambda: undefined },
       migrateOnStart: false,
     });
@@ -55,7 +61,9 @@ describe('loadHostSettings', () => {
   });
 
   it('reads the progress bounds, and refuses a failure bound that is not beyond the readiness bound', () => {
-    expect(loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '2000', STORAGE_FETCH_FAIL_AFTER_MS: '6000', STORAGE_STALL_AFTER_MS: '3000' })).toMatchObject({
+    expect(
+      loadProgressSettings({ STORAGE_FETCH_UNREADY_AFTER_MS: '2000', STORAGE_FETCH_FAIL_AFTER_MS: '6000', STORAGE_STALL_AFTER_MS: '3000' }),
+    ).toMatchObject({
       fetchUnreadyAfterMs: 2_000,
       fetchFailAfterMs: 6_000,
       stallAfterMs: 3_000,
@@ -80,15 +88,27 @@ describe('loadHostSettings', () => {
     [{ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }, /KAFKA_SASL_MECHANISM is not/],
     [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam' }, /KAFKA_AWS_REGION is required/],
     [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'Frankfurt' }, /KAFKA_AWS_REGION=.*AWS region/],
-    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SSL: 'false' }, /KAFKA_SSL=false but .*aws-msk-iam needs TLS/],
-    [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SASL_USERNAME: 'u' }, /aws-msk-iam takes its credentials/],
+    [
+      { KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SSL: 'false' },
+      /KAFKA_SSL=false but .*aws-msk-iam needs TLS/,
+    ],
+    [
+      { KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1', KAFKA_SASL_USERNAME: 'u' },
+      /aws-msk-iam takes its credentials/,
+    ],
     [{ KAFKA_SSL_CA_FILE: '/nonexistent/ca.pem' }, /KAFKA_SSL_CA_FILE.*cannot be read/],
     [{ KAFKA_SSL: 'false', KAFKA_SSL_CA_FILE: '/etc/hostname' }, /KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false/],
     [{ STORAGE_FAILURE_RESPONSE: 'report', STORAGE_REPORT_BATCH_ITEM_FAILURES: 'false' }, /STORAGE_FAILURE_RESPONSE=report needs/],
     [{ STORAGE_INVOKE_MODE: 'lambda', AWS_REGION: 'eu-west-1' }, /STORAGE_LAMBDA_FUNCTION_APP_STATS is required/],
-    [{ STORAGE_INVOKE_MODE: 'lambda', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'f' }, /STORAGE_LAMBDA_REGION is required/],
+    [
+      { STORAGE_INVOKE_MODE: 'lambda', STORAGE_PIPELINES: 'reviews', STORAGE_LAMBDA_FUNCTION_REVIEWS: 'f' },
+      /STORAGE_LAMBDA_REGION is required/,
+    ],
     [{ STORAGE_PIPELINES: 'reviews,logs' }, /STORAGE_PIPELINES/],
-    [{ STORAGE_MAX_POLL_INTERVAL_MS: '15000' }, /STORAGE_MAX_POLL_INTERVAL_MS=15000 .* shorter than the 37000 ms .*STORAGE_DB_STATEMENT_TIMEOUT_MS/],
+    [
+      { STORAGE_MAX_POLL_INTERVAL_MS: '15000' },
+      /STORAGE_MAX_POLL_INTERVAL_MS=15000 .* shorter than the 37000 ms .*STORAGE_DB_STATEMENT_TIMEOUT_MS/,
+    ],
   ])('refuses %j with a ConfigurationError naming the variable', (env, message) => {
     // Act
     const error = errorOf({ ...base, ...env } as Record<string, string>);

@@ -98,7 +98,10 @@ describe('PUT /pipelines/{pipeline}/pause and /resume', () => {
     const paused = await call('PUT', '/pipelines/reviews/pause', { authorization: `Bearer ${TOKEN}` }, '{"reason":"reindex"}');
     const resumed = await call('PUT', '/pipelines/reviews/resume', { authorization: `bearer ${TOKEN}` });
 
-    expect(paused).toMatchObject({ status: 202, body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:127.0.0.1' } });
+    expect(paused).toMatchObject({
+      status: 202,
+      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:127.0.0.1' },
+    });
     expect(resumed).toMatchObject({ status: 202, body: { pipeline: 'reviews', paused: false, reason: null } });
     expect(target.calls).toEqual([
       { pipeline: 'reviews', paused: true, by: 'http:127.0.0.1', reason: 'reindex' },
@@ -148,7 +151,15 @@ describe('GET /pipelines and /pipelines/{pipeline}/status', () => {
     const status = await call('GET', '/pipelines/reviews/status');
     const unknown = await call('GET', '/pipelines/network-metrics/status');
 
-    expect(list).toMatchObject({ status: 200, body: { pipelines: [{ pipeline: 'reviews', state: 'RUNNING' }, { pipeline: 'app-stats', state: 'PAUSED' }] } });
+    expect(list).toMatchObject({
+      status: 200,
+      body: {
+        pipelines: [
+          { pipeline: 'reviews', state: 'RUNNING' },
+          { pipeline: 'app-stats', state: 'PAUSED' },
+        ],
+      },
+    });
     expect(status).toMatchObject({ status: 200, body: { pipeline: 'reviews' } });
     expect(unknown).toMatchObject({ status: 404, body: { pipelines: ['reviews', 'app-stats'] } });
   });
@@ -198,7 +209,11 @@ describe('the status document', () => {
         lastOffset: '999',
         startedAt: Date.parse('2026-12-01T12:00:00Z'),
         attempt: 2,
-        lastError: { message: 'Error: connect ECONNREFUSED 10.0.3.7:5432', stack: 'Error: connect ECONNREFUSED 10.0.3.7:5432\n    at x', at: Date.parse('2026-12-01T12:00:05Z') },
+        lastError: {
+          message: 'Error: connect ECONNREFUSED 10.0.3.7:5432',
+          stack: 'Error: connect ECONNREFUSED 10.0.3.7:5432\n    at x',
+          at: Date.parse('2026-12-01T12:00:05Z'),
+        },
       },
     ],
     partitions: [{ partition: 1, committed: '500', lastStoredAt: Date.parse('2026-12-01T11:59:00Z') }],
@@ -230,12 +245,19 @@ describe('the status document', () => {
       },
     });
 
-    expect(document.partitions.map((partition) => [partition.partition, partition.owner?.member_id, partition.owner?.this_host, partition.lag])).toEqual([
+    expect(
+      document.partitions.map((partition) => [partition.partition, partition.owner?.member_id, partition.owner?.this_host, partition.lag]),
+    ).toEqual([
       [0, 'm-1', true, 100],
       [1, 'm-1', true, 100],
       [2, 'm-2', false, 100],
     ]);
-    expect(document.partitions[1]?.in_flight).toMatchObject({ first_offset: '500', last_offset: '999', attempt: 2, started_at: '2026-12-01T12:00:00.000Z' });
+    expect(document.partitions[1]?.in_flight).toMatchObject({
+      first_offset: '500',
+      last_offset: '999',
+      attempt: 2,
+      started_at: '2026-12-01T12:00:00.000Z',
+    });
     expect(document.partitions[1]?.last_stored_at).toBe('2026-12-01T11:59:00.000Z');
     expect(document.last_error?.message).toBe('getaddrinfo ENOTFOUND <host>');
     const text = JSON.stringify(document);
@@ -244,7 +266,7 @@ describe('the status document', () => {
     expect(text).toContain('ECONNREFUSED <address>');
   });
 
-  it('still lists this host\'s partitions when the broker cannot be asked', () => {
+  it("still lists this host's partitions when the broker cannot be asked", () => {
     const document = buildPipelineStatus({
       progress,
       pipeline: 'reviews',

@@ -45,7 +45,15 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   const resumed: unknown[] = [];
   const handlers = new Map<string, Array<(event: { payload: unknown }) => void>>();
   const consumer = {
-    events: { FETCH_START: 'fetch_start', FETCH: 'fetch', HEARTBEAT: 'heartbeat', END_BATCH_PROCESS: 'end', GROUP_JOIN: 'join', CRASH: 'crash', REBALANCING: 'rebalancing' },
+    events: {
+      FETCH_START: 'fetch_start',
+      FETCH: 'fetch',
+      HEARTBEAT: 'heartbeat',
+      END_BATCH_PROCESS: 'end',
+      GROUP_JOIN: 'join',
+      CRASH: 'crash',
+      REBALANCING: 'rebalancing',
+    },
     on: (event: string, handler: (event: { payload: unknown }) => void) => {
       handlers.set(event, [...(handlers.get(event) ?? []), handler]);
       return () => undefined;
@@ -63,7 +71,11 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   const invocations: Array<readonly number[]> = [];
   const invoker: Invoker = {
     invoke: async (event) => {
-      invocations.push(Object.values(event.records).flat().map((record) => record.offset));
+      invocations.push(
+        Object.values(event.records)
+          .flat()
+          .map((record) => record.offset),
+      );
       return answer(invocations.length - 1, event);
     },
     close: async () => undefined,
@@ -127,7 +139,9 @@ function payload(
     pause: () => () => undefined,
     commitOffsetsIfNecessary: async (offsets?: Offsets) => {
       await options.commit?.();
-      commits.push(...(offsets?.topics.flatMap((topic) => topic.partitions.map((partition) => `${partition.partition}@${partition.offset}`)) ?? []));
+      commits.push(
+        ...(offsets?.topics.flatMap((topic) => topic.partitions.map((partition) => `${partition.partition}@${partition.offset}`)) ?? []),
+      );
     },
     uncommittedOffsets: () => ({ topics: [] }),
     isRunning: options.isRunning ?? (() => true),
@@ -291,7 +305,9 @@ describe('pipeline consumer (the runner)', () => {
       error: 'Error: budget',
     });
     const snapshot = runner.progress.snapshot();
-    expect(snapshot.inFlight).toMatchObject([{ topic: 'reviews', partition: 1, firstOffset: '3', lastOffset: '4', attempt: 1, lastError: { message: 'Error: budget' } }]);
+    expect(snapshot.inFlight).toMatchObject([
+      { topic: 'reviews', partition: 1, firstOffset: '3', lastOffset: '4', attempt: 1, lastError: { message: 'Error: budget' } },
+    ]);
     expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '3' }]);
 
     // Act: the redelivery fails again

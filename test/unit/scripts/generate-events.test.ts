@@ -12,9 +12,15 @@ const samples = sampleEvents();
 describe('events/', () => {
   it('holds exactly what `npm run events` generates', async () => {
     const files = (await readdir(EVENTS_DIRECTORY)).filter((file) => file.endsWith('.json')).sort();
-    expect(files).toEqual(Object.keys(samples).map((name) => `${name}.json`).sort());
+    expect(files).toEqual(
+      Object.keys(samples)
+        .map((name) => `${name}.json`)
+        .sort(),
+    );
     for (const [name, event] of Object.entries(samples)) {
-      expect(await readFile(`${EVENTS_DIRECTORY}${name}.json`, 'utf8'), `${name}.json is stale: run npm run events`).toBe(eventFileText(event));
+      expect(await readFile(`${EVENTS_DIRECTORY}${name}.json`, 'utf8'), `${name}.json is stale: run npm run events`).toBe(
+        eventFileText(event),
+      );
     }
   });
 

@@ -28,7 +28,10 @@ function record(overrides: Partial<KafkaRecord> = {}): KafkaRecord {
   };
 }
 
-function letter(recordOverrides: Partial<KafkaRecord> = {}, rejection: Rejection = { reason: 'invalid_json', detail: 'Unexpected end of JSON input' }): DeadLetter {
+function letter(
+  recordOverrides: Partial<KafkaRecord> = {},
+  rejection: Rejection = { reason: 'invalid_json', detail: 'Unexpected end of JSON input' },
+): DeadLetter {
   return { pipeline: 'reviews', record: record(recordOverrides), rejection };
 }
 

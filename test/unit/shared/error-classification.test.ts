@@ -104,16 +104,24 @@ describe('isTransientError: SQLSTATEs', () => {
 });
 
 describe('isTransientError: network and driver errors', () => {
-  it.each(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ENETDOWN'])(
-    'system error %s is transient',
-    (code) => {
-      // Act
-      const transient = isTransientError(systemError(code));
+  it.each([
+    'ECONNREFUSED',
+    'ECONNRESET',
+    'ECONNABORTED',
+    'ETIMEDOUT',
+    'EPIPE',
+    'ENOTFOUND',
+    'EAI_AGAIN',
+    'EHOSTUNREACH',
+    'ENETUNREACH',
+    'ENETDOWN',
+  ])('system error %s is transient', (code) => {
+    // Act
+    const transient = isTransientError(systemError(code));
 
-      // Assess
-      expect(transient).toBe(true);
-    },
-  );
+    // Assess
+    expect(transient).toBe(true);
+  });
 
   it.each(['ENOENT', 'EACCES', 'ERR_INVALID_ARG_TYPE'])('system error %s is not transient', (code) => {
     // Act

@@ -206,13 +206,16 @@ describe('parseKafkaEvent', () => {
     expect(record?.value).toEqual(Buffer.from('{"review_id":"gp:AOqpTOEx3k1s9QeV"}'));
   });
 
-  it.each([['LOG_APPEND_TIME'], ['NO_TIMESTAMP_TYPE'], ['whatever'], [7], [null], [undefined]])('accepts timestampType %j', (timestampType) => {
-    // Act
-    const [record] = parseKafkaEvent(awsEvent({ 'reviews-2': [awsRecord({ timestampType })] }));
+  it.each([['LOG_APPEND_TIME'], ['NO_TIMESTAMP_TYPE'], ['whatever'], [7], [null], [undefined]])(
+    'accepts timestampType %j',
+    (timestampType) => {
+      // Act
+      const [record] = parseKafkaEvent(awsEvent({ 'reviews-2': [awsRecord({ timestampType })] }));
 
-    // Assess
-    expect(record?.timestampType).toBe(typeof timestampType === 'string' ? timestampType : null);
-  });
+      // Assess
+      expect(record?.timestampType).toBe(typeof timestampType === 'string' ? timestampType : null);
+    },
+  );
 
   it('rules a record out (never the event) when its value is not a base64 string, keeping the JSON text as its payload', () => {
     // Prepare
@@ -223,7 +226,10 @@ describe('parseKafkaEvent', () => {
 
     // Assess
     expect(badValue?.value).toEqual(Buffer.from('{"not":"base64"}'));
-    expect(badValue?.rejection).toEqual({ reason: 'invalid_encoding', detail: 'the event carries the value as object, not a base64 string' });
+    expect(badValue?.rejection).toEqual({
+      reason: 'invalid_encoding',
+      detail: 'the event carries the value as object, not a base64 string',
+    });
     expect(badKey?.key).toEqual(Buffer.from('42'));
     expect(badKey?.rejection).toBeUndefined();
   });
@@ -241,7 +247,13 @@ describe('parseKafkaEvent', () => {
       anything,
     );
     const envelope = fc.record(
-      { timestamp: anything, timestampType: anything, key: anything, value: anything, headers: fc.oneof(anything, fc.array(header, { maxLength: 5 })) },
+      {
+        timestamp: anything,
+        timestampType: anything,
+        key: anything,
+        value: anything,
+        headers: fc.oneof(anything, fc.array(header, { maxLength: 5 })),
+      },
       { requiredKeys: [] },
     );
 
@@ -320,7 +332,11 @@ describe('parseKafkaEvent', () => {
     expect(records.map(({ key, value, headers }) => ({ key, value, headers }))).toEqual([
       { key: null, value: null, headers: [] },
       { key: null, value: null, headers: [] },
-      { key: Buffer.from('gp:AOqpTOEx3k1s9QeV'), value: Buffer.alloc(0), headers: [{ name: 'content-type', value: Buffer.from('application/json') }] },
+      {
+        key: Buffer.from('gp:AOqpTOEx3k1s9QeV'),
+        value: Buffer.alloc(0),
+        headers: [{ name: 'content-type', value: Buffer.from('application/json') }],
+      },
     ]);
   });
 
@@ -358,11 +374,7 @@ describe('parseKafkaEvent', () => {
     const records = parseKafkaEvent(event);
 
     // Assess
-    expect(records.map((record) => `${partitionKey(record)}@${record.offset}`)).toEqual([
-      'reviews-2@10',
-      'reviews-2@11',
-      'reviews-0@500',
-    ]);
+    expect(records.map((record) => `${partitionKey(record)}@${record.offset}`)).toEqual(['reviews-2@10', 'reviews-2@11', 'reviews-0@500']);
   });
 
   it('accepts an event without records', () => {

@@ -23,7 +23,9 @@ function migratedColumns(table: string): Set<string> | undefined {
         create[1]
           .split('\n')
           .map((line) => /^\s+([a-z_][a-z0-9_]*)\s+[A-Za-z]/.exec(line)?.[1])
-          .filter((name): name is string => name !== undefined && !['CONSTRAINT', 'PRIMARY', 'UNIQUE', 'CHECK'].includes(name.toUpperCase())),
+          .filter(
+            (name): name is string => name !== undefined && !['CONSTRAINT', 'PRIMARY', 'UNIQUE', 'CHECK'].includes(name.toUpperCase()),
+          ),
       );
     }
     for (const added of sql.matchAll(new RegExp(`ALTER TABLE ${table} ADD COLUMN (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)`, 'g'))) {

@@ -20,7 +20,10 @@ const REGISTERED = { 'com.example.weather': '7' } as Record<string, string>;
  * every written row is new), records every statement in `transcript` and fails a statement
  * when `failure` says so.
  */
-function database(failure: (query: RecordedQuery, attempt: number) => Error | undefined = () => undefined, connectFailures: unknown[] = []) {
+function database(
+  failure: (query: RecordedQuery, attempt: number) => Error | undefined = () => undefined,
+  connectFailures: unknown[] = [],
+) {
   const transcript: string[] = [];
   const pool: FakePool = new FakePool(
     (query) => {
@@ -107,29 +110,35 @@ describe('processBatch: one transaction, then success', () => {
     ['the dead letters', 'INSERT INTO dead_letter_events', databaseError('42P01', 'relation "dead_letter_events" does not exist')],
     ['the upsert', 'INSERT INTO reviews', databaseError('42501', 'permission denied for table reviews')],
     ['COMMIT', 'COMMIT', new TypeError('unexpected')],
-  ])('a failure of %s never commits, never reports success, and destroys the connection without a ROLLBACK', async (_label, failing, failure) => {
-    // Prepare
-    const { pool, transcript } = database((query) => (statementOf(query) === failing ? failure : undefined));
-    const { runtime } = runtimeFor(pool);
+  ])(
+    'a failure of %s never commits, never reports success, and destroys the connection without a ROLLBACK',
+    async (_label, failing, failure) => {
+      // Prepare
+      const { pool, transcript } = database((query) => (statementOf(query) === failing ? failure : undefined));
+      const { runtime } = runtimeFor(pool);
 
-    // Act
-    const error = await rejectionOf(runBatch(mixedBatch(), runtime, transcript));
+      // Act
+      const error = await rejectionOf(runBatch(mixedBatch(), runtime, transcript));
 
-    // Assess
-    expect(error).toBe(failure);
-    expect(transcript).not.toContain('reported');
-    expect(transcript).not.toContain('COMMIT#1');
-    // The server rolls back what a destroyed connection left open; a ROLLBACK sent first would
-    // cost one more query timeout on a connection that stopped answering.
-    expect(transcript.at(-1)).toBe(`${failing}#1 failed`);
-    expect(pool.clients.map((client) => client.releasedWith)).toEqual([failure]);
-  });
+      // Assess
+      expect(error).toBe(failure);
+      expect(transcript).not.toContain('reported');
+      expect(transcript).not.toContain('COMMIT#1');
+      // The server rolls back what a destroyed connection left open; a ROLLBACK sent first would
+      // cost one more query timeout on a connection that stopped answering.
+      expect(transcript.at(-1)).toBe(`${failing}#1 failed`);
+      expect(pool.clients.map((client) => client.releasedWith)).toEqual([failure]);
+    },
+  );
 
   it('answers a batch of only undecodable records with dead letters, and no upsert', async () => {
     // Prepare
     const { pool, transcript } = database();
     const { runtime } = runtimeFor(pool);
-    const event = lambdaEvent('reviews', [{ offset: 1, value: null }, { offset: 2, value: Buffer.from([0xff]) }]);
+    const event = lambdaEvent('reviews', [
+      { offset: 1, value: null },
+      { offset: 2, value: Buffer.from([0xff]) },
+    ]);
 
     // Act
     const { report } = await runBatch(event, runtime, transcript);
@@ -365,7 +374,8 @@ describe('processBatch: the stale-row pre-check', () => {
       return declining ? [] : rows;
     });
     const { runtime } = runtimeFor(pool);
-    const batch = (offset: number) => lambdaEvent('reviews', [review(`gp:${offset}`, 0, offset), review(`gp:${offset + 1}`, 0, offset + 1)]);
+    const batch = (offset: number) =>
+      lambdaEvent('reviews', [review(`gp:${offset}`, 0, offset), review(`gp:${offset + 1}`, 0, offset + 1)]);
 
     // Act
     const replayed = await processBatch(batch(1), runtime, invocation());
@@ -375,6 +385,10 @@ describe('processBatch: the stale-row pre-check', () => {
 
     // Assess: the guard decides every time; the pre-check only follows the last outcome
     expect(inserts).toEqual(['without', 'with pre-check', 'without']);
-    expect([replayed, afterReplay, fresh].map(({ report }) => [report.inserted, report.skipped])).toEqual([[0, 2], [2, 0], [2, 0]]);
+    expect([replayed, afterReplay, fresh].map(({ report }) => [report.inserted, report.skipped])).toEqual([
+      [0, 2],
+      [2, 0],
+      [2, 0],
+    ]);
   });
 });

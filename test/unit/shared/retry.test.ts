@@ -76,7 +76,10 @@ describe('withTransientRetry', () => {
   it('scales the back-off with the base and stops at the configured number of retries', async () => {
     // Prepare
     const invocation = fakeInvocation();
-    const { operation, attempts } = failingWith(Array.from({ length: 10 }, () => databaseError('57P01')), 'never');
+    const { operation, attempts } = failingWith(
+      Array.from({ length: 10 }, () => databaseError('57P01')),
+      'never',
+    );
 
     // Act
     const error = await rejectionOf(withTransientRetry(operation, invocation.options({ retries: 3, baseMs: 20 })));
@@ -294,8 +297,18 @@ describe('withTransientRetry on an authentication failure (28P01)', () => {
 
   it.each([
     ['08P01 unsupported startup parameter', databaseError('08P01'), 'unsupported startup parameter: statement_timeout', 'DATABASE_URL'],
-    ['26000 (prepared statement missing)', databaseError('26000'), 'prepared statement "upsert_1" does not exist', 'STORAGE_DB_PREPARED_STATEMENTS'],
-    ['42P05 (prepared statement exists)', databaseError('42P05'), 'prepared statement "upsert_1" already exists', 'STORAGE_DB_PREPARED_STATEMENTS'],
+    [
+      '26000 (prepared statement missing)',
+      databaseError('26000'),
+      'prepared statement "upsert_1" does not exist',
+      'STORAGE_DB_PREPARED_STATEMENTS',
+    ],
+    [
+      '42P05 (prepared statement exists)',
+      databaseError('42P05'),
+      'prepared statement "upsert_1" already exists',
+      'STORAGE_DB_PREPARED_STATEMENTS',
+    ],
   ])('turns a pooler’s refusal (%s) into a ConfigurationError at once, never a retry', async (_label, failure, message, names) => {
     // Prepare
     failure.message = message;

@@ -98,8 +98,13 @@ describe('upsertStatement', () => {
     // Assess
     expect(appStats).toMatch(/ON CONFLICT \(application_id, crawled_at\) DO NOTHING RETURNING \(xmax = 0\) AS inserted$/);
     expect(networkMetrics).toMatch(/ON CONFLICT \(analysis_id\) DO NOTHING RETURNING \(xmax = 0\) AS inserted$/);
-    expect(reviews).toMatch(/ON CONFLICT \(review_id\) DO UPDATE SET .* WHERE EXCLUDED\.last_synced_at > reviews\.last_synced_at RETURNING/);
-    const updated = /DO UPDATE SET (.*) WHERE/.exec(reviews)?.[1]?.split(', ').map((set) => set.split(' = ')[0]);
+    expect(reviews).toMatch(
+      /ON CONFLICT \(review_id\) DO UPDATE SET .* WHERE EXCLUDED\.last_synced_at > reviews\.last_synced_at RETURNING/,
+    );
+    const updated = /DO UPDATE SET (.*) WHERE/
+      .exec(reviews)?.[1]
+      ?.split(', ')
+      .map((set) => set.split(' = ')[0]);
     expect(updated).toEqual(expect.arrayContaining(['thumbs_up_count', 'content', 'last_synced_at', 'source_offset']));
     for (const untouched of ['review_id', 'application_id', 'first_seen_at', 'sentiment']) expect(updated).not.toContain(untouched);
   });
@@ -120,7 +125,12 @@ describe('upsertRows', () => {
         client: 1,
         text: upsertStatement(readingsAppendOnly),
         // As PostgreSQL reads the array parameters: element text, NULL as null.
-        values: [['1', '2'], ['s1', 's2'], ['0.1', null], ['2026-11-30T06:00:00.000000+00:00', '2026-11-30T06:00:00.000000+00:00']],
+        values: [
+          ['1', '2'],
+          ['s1', 's2'],
+          ['0.1', null],
+          ['2026-11-30T06:00:00.000000+00:00', '2026-11-30T06:00:00.000000+00:00'],
+        ],
       },
     ]);
   });
@@ -191,7 +201,10 @@ describe('upsertRows', () => {
  * `code`, after which everything but ROLLBACK [TO SAVEPOINT] fails with 25P02 until rolled back.
  * `transcript` reads like the session: `SAVEPOINT`, `INSERT 1,2 ok`, `INSERT 3 refused`, ...
  */
-function transaction(refusedIds: ReadonlySet<number>, options: { code?: string; skipIds?: ReadonlySet<number>; failOn?: (query: RecordedQuery) => Error | undefined } = {}) {
+function transaction(
+  refusedIds: ReadonlySet<number>,
+  options: { code?: string; skipIds?: ReadonlySet<number>; failOn?: (query: RecordedQuery) => Error | undefined } = {},
+) {
   const transcript: string[] = [];
   let aborted = false;
   const database = new FakeQueryable((query) => {
@@ -234,7 +247,9 @@ describe('upsertRowsIsolating', () => {
     expect(refused.map(({ error }) => error.code)).toEqual(['23514', '23514']);
     expect(outcome).toEqual({ inserted: 6, updated: 0, skipped: 0 });
     const attempt = (ids: string, ok: boolean) =>
-      ok ? ['SAVEPOINT', `INSERT ${ids} ok`, 'RELEASE SAVEPOINT'] : ['SAVEPOINT', `INSERT ${ids} refused`, 'ROLLBACK TO SAVEPOINT', 'RELEASE SAVEPOINT'];
+      ok
+        ? ['SAVEPOINT', `INSERT ${ids} ok`, 'RELEASE SAVEPOINT']
+        : ['SAVEPOINT', `INSERT ${ids} refused`, 'ROLLBACK TO SAVEPOINT', 'RELEASE SAVEPOINT'];
     expect(transcript).toEqual([
       ...attempt('1,2,3,4,5,6,7,8', false),
       ...attempt('1,2,3,4', false),

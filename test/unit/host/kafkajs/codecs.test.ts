@@ -9,7 +9,10 @@ import { unreadableCodec } from '../../../../host/topic-consumer.js';
 installKafkajsWorkarounds();
 
 const { CompressionCodecs, CompressionTypes, KafkaJSNotImplemented } = kafkajs;
-const codecOf = (id: number) => (CompressionCodecs as Record<number, () => { compress(e: { buffer: Buffer }): Promise<Buffer>; decompress(b: Buffer): Promise<Buffer> }>)[id]?.();
+const codecOf = (id: number) =>
+  (CompressionCodecs as Record<number, () => { compress(e: { buffer: Buffer }): Promise<Buffer>; decompress(b: Buffer): Promise<Buffer> }>)[
+    id
+  ]?.();
 
 // Compressible and incompressible parts, larger than one xerial block (32 KiB).
 const payload = Buffer.concat([Buffer.from('{"review_id":"gp:1","content":"' + 'forecast '.repeat(8_000) + '"}'), randomBytes(40_000)]);
@@ -55,7 +58,9 @@ describe('kafka codecs', () => {
     const garbage = Buffer.from('definitely not a compressed record batch');
 
     // Act
-    const error = await codecOf(id)!.decompress(garbage).catch((caught: unknown) => caught);
+    const error = await codecOf(id)!
+      .decompress(garbage)
+      .catch((caught: unknown) => caught);
 
     // Assess
     expect(error).toBeInstanceOf(UnreadableBatchError);

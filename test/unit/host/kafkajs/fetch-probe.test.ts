@@ -8,7 +8,10 @@ import { databaseProblem } from '../../../../host/readiness.js';
 // kafkajs' own retrier, as its consumer uses it: a not retriable error is rethrown as
 // `new KafkaJSNonRetriableError(e, { cause: e.cause || e })`.
 const require = createRequire(import.meta.url);
-const createRetry = require('kafkajs/src/retry') as (options: { retries: number; initialRetryTime: number }) => (fn: () => Promise<unknown>) => Promise<unknown>;
+const createRetry = require('kafkajs/src/retry') as (options: {
+  retries: number;
+  initialRetryTime: number;
+}) => (fn: () => Promise<unknown>) => Promise<unknown>;
 
 async function throughKafkajsRetry(error: Error): Promise<Error> {
   const retry = createRetry({ retries: 2, initialRetryTime: 1 });
@@ -39,13 +42,19 @@ describe('an unreadable record batch behind kafkajs’ retry wrapping', () => {
       expect(wrapped.name).toBe('KafkaJSNonRetriableError');
       expect(unreadableBatchOf(wrapped)?.location).toEqual(location);
       expect(unreadableCodec(wrapped)).toBe('lz4');
-      expect(wrapped.message).toBe('record batch at network-metrics partition 2 offsets 40..44 cannot be read: cannot decompress a record batch compressed with lz4: bad frame');
+      expect(wrapped.message).toBe(
+        'record batch at network-metrics partition 2 offsets 40..44 cannot be read: cannot decompress a record batch compressed with lz4: bad frame',
+      );
     }
-    expect(skipCommand('network-metrics', 2, '44')).toBe('storage-consumer replay network-metrics --partition 2 --to-offset 45 --allow-skip');
+    expect(skipCommand('network-metrics', 2, '44')).toBe(
+      'storage-consumer replay network-metrics --partition 2 --to-offset 45 --allow-skip',
+    );
   });
 
   it('would lose the located error without the outer wrapper: kafkajs keeps only `e.cause || e`', async () => {
-    const located = new UnreadableRecordBatchError(location, { cause: new UnreadableBatchError('zstd', { cause: new Error('bad magic') }) });
+    const located = new UnreadableRecordBatchError(location, {
+      cause: new UnreadableBatchError('zstd', { cause: new Error('bad magic') }),
+    });
 
     const wrapped = await throughKafkajsRetry(Object.assign(located, { retriable: false }));
 
@@ -60,7 +69,9 @@ describe('a database problem on /readyz', () => {
     const password = Object.assign(new Error('password authentication failed for user "storage"'), { code: '28P01' });
     expect(databaseProblem(refused)).toBe('ECONNREFUSED');
     expect(databaseProblem(password)).toBe('28P01');
-    expect(databaseProblem(Object.assign(new Error('no answer within 3000 ms'), { name: 'DatabaseTimeout' }))).toBe('no answer within 3000 ms');
+    expect(databaseProblem(Object.assign(new Error('no answer within 3000 ms'), { name: 'DatabaseTimeout' }))).toBe(
+      'no answer within 3000 ms',
+    );
     expect(databaseProblem(new Error('getaddrinfo db.internal failed'))).toBe('Error');
   });
 });

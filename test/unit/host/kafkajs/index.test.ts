@@ -6,16 +6,24 @@ import { describe, expect, it } from 'vitest';
 import { installKafkajsWorkarounds, verifyKafkajsWorkarounds } from '../../../../host/kafkajs/index.js';
 import { checkWireHeaders } from '../../../../host/kafkajs/self-check.js';
 import type { RecordBatchDecode } from '../../../../host/kafkajs/self-check.js';
-import { checkKafkajsVersion, installedKafkajsVersion, KafkajsIncompatibleError, PINNED_KAFKAJS_VERSION } from '../../../../host/kafkajs/version.js';
+import {
+  checkKafkajsVersion,
+  installedKafkajsVersion,
+  KafkajsIncompatibleError,
+  PINNED_KAFKAJS_VERSION,
+} from '../../../../host/kafkajs/version.js';
 
-const REFUSAL = 'storage-consumer does not run on it rather than store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)';
+const REFUSAL =
+  'storage-consumer does not run on it rather than store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)';
 
 // kafkajs' own record batch decoder, loaded after the install as a Fetch response loads it.
 installKafkajsWorkarounds();
 const require = createRequire(import.meta.url);
 const protocol = join(dirname(require.resolve('kafkajs')), 'src', 'protocol');
 const Decoder = require(join(protocol, 'decoder.js')) as new (buffer: Buffer) => unknown;
-const decodeRecordBatch = require(join(protocol, 'recordBatch', 'v0', 'decoder.js')) as (decoder: unknown) => Promise<{ records: KafkaMessage[] }>;
+const decodeRecordBatch = require(join(protocol, 'recordBatch', 'v0', 'decoder.js')) as (
+  decoder: unknown,
+) => Promise<{ records: KafkaMessage[] }>;
 
 async function realRecords(batch: Buffer): Promise<readonly KafkaMessage[]> {
   return (await decodeRecordBatch(new Decoder(batch))).records;
@@ -24,7 +32,9 @@ async function realRecords(batch: Buffer): Promise<readonly KafkaMessage[]> {
 describe('the pinned kafkajs version', () => {
   it('is the one package.json pins, and the one installed', async () => {
     // Prepare
-    const manifest = JSON.parse(await readFile(new URL('../../../../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> };
+    const manifest = JSON.parse(await readFile(new URL('../../../../package.json', import.meta.url), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
 
     // Act / Assess
     expect(PINNED_KAFKAJS_VERSION).toBe(manifest.dependencies.kafkajs);
@@ -69,7 +79,9 @@ describe('the start-up check of record headers (fail closed)', () => {
     // Prepare: what the wrapper hands over when it never sees the header list
     const headerless: RecordBatchDecode = async (batch) =>
       (await realRecords(batch)).map((record) =>
-        Object.defineProperty({ ...record }, Symbol.for('storage-consumer.kafka-wire-record'), { value: { headers: [], timestampType: 'CREATE_TIME' } }),
+        Object.defineProperty({ ...record }, Symbol.for('storage-consumer.kafka-wire-record'), {
+          value: { headers: [], timestampType: 'CREATE_TIME' },
+        }),
       );
 
     // Act / Assess

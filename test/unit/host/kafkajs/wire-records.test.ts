@@ -25,12 +25,23 @@ interface KafkajsEncoder {
   readonly buffer: Buffer;
 }
 const Encoder = require(join(protocol, 'encoder.js')) as new () => KafkajsEncoder;
-const Header = require(join(protocol, 'recordBatch', 'header', 'v0', 'index.js')) as (header: { key: string; value: Buffer | null }) => KafkajsEncoder;
+const Header = require(join(protocol, 'recordBatch', 'header', 'v0', 'index.js')) as (header: {
+  key: string;
+  value: Buffer | null;
+}) => KafkajsEncoder;
 const { RecordBatch } = require(join(protocol, 'recordBatch', 'v0', 'index.js')) as {
-  RecordBatch: (batch: { compression: number; records: KafkajsEncoder[]; lastOffsetDelta: number; firstTimestamp: number; maxTimestamp: number }) => Promise<KafkajsEncoder>;
+  RecordBatch: (batch: {
+    compression: number;
+    records: KafkajsEncoder[];
+    lastOffsetDelta: number;
+    firstTimestamp: number;
+    maxTimestamp: number;
+  }) => Promise<KafkajsEncoder>;
 };
 const Decoder = require(join(protocol, 'decoder.js')) as new (buffer: Buffer) => unknown;
-const decodeRecordBatch = require(join(protocol, 'recordBatch', 'v0', 'decoder.js')) as (decoder: unknown) => Promise<{ records: KafkaMessage[] }>;
+const decodeRecordBatch = require(join(protocol, 'recordBatch', 'v0', 'decoder.js')) as (
+  decoder: unknown,
+) => Promise<{ records: KafkaMessage[] }>;
 
 /**
  * One record as the Java client writes it. kafkajs' own record encoder takes headers as an
@@ -65,7 +76,13 @@ describe('kafkajs record decoding with wire-order headers', () => {
   ])('keeps trace=1, other=2, trace=3 in that order in a %s batch, and kafkajs’ own fields as they were', async (_label, compression) => {
     // Prepare
     const records = [wireRecord(0, 'first', HEADERS), wireRecord(1, 'second', [])];
-    const batch = await RecordBatch({ compression, records, lastOffsetDelta: 1, firstTimestamp: 1_796_018_400_000, maxTimestamp: 1_796_018_400_000 });
+    const batch = await RecordBatch({
+      compression,
+      records,
+      lastOffsetDelta: 1,
+      firstTimestamp: 1_796_018_400_000,
+      maxTimestamp: 1_796_018_400_000,
+    });
 
     // Act
     const { records: decoded } = await decodeRecordBatch(new Decoder(batch.buffer));
@@ -78,8 +95,18 @@ describe('kafkajs record decoding with wire-order headers', () => {
     });
     expect(wireRecordOf(second)).toEqual({ headers: [], timestampType: 'CREATE_TIME' });
     // kafkajs' grouped view is untouched (other code may read it)
-    expect(first.headers).toEqual({ trace: [Buffer.from('1'), Buffer.from('3')], other: Buffer.from('2'), nothing: null, empty: Buffer.alloc(0) });
-    expect([first.offset, first.value?.toString(), first.key?.toString(), first.timestamp]).toEqual(['0', 'first', 'key-0', '1796018400000']);
+    expect(first.headers).toEqual({
+      trace: [Buffer.from('1'), Buffer.from('3')],
+      other: Buffer.from('2'),
+      nothing: null,
+      empty: Buffer.alloc(0),
+    });
+    expect([first.offset, first.value?.toString(), first.key?.toString(), first.timestamp]).toEqual([
+      '0',
+      'first',
+      'key-0',
+      '1796018400000',
+    ]);
     expect(Object.keys(first)).not.toContain('storage-consumer.kafka-wire-record');
     // and the event the host builds lists them in wire order, a null value as AWS writes it
     expect(toSourceRecord('t', 0, first).headers).toEqual(wireRecordOf(first)?.headers);

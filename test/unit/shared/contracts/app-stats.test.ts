@@ -69,18 +69,10 @@ describe('app-stats contract', () => {
 
   it('histogram: exactly 5 integers >= 0', () => {
     expect(detailWith({ histogram: [0, 0, 0, 0, 0] })).toBe('ok');
-    expect(detailWith({ histogram: [1, 2, 3, 4] })).toBe(
-      'invalid_message: histogram: must be an array of exactly 5 integers >= 0',
-    );
-    expect(detailWith({ histogram: [1, 2, 3, 4, 5, 6] })).toBe(
-      'invalid_message: histogram: must be an array of exactly 5 integers >= 0',
-    );
-    expect(detailWith({ histogram: '1,2,3,4,5' })).toBe(
-      'invalid_message: histogram: must be an array of exactly 5 integers >= 0',
-    );
-    expect(detailWith({ histogram: [1, -2, 3, 4, 5] })).toBe(
-      `invalid_message: histogram[1]: must be an integer between 0 and ${MAX_SAFE}`,
-    );
+    expect(detailWith({ histogram: [1, 2, 3, 4] })).toBe('invalid_message: histogram: must be an array of exactly 5 integers >= 0');
+    expect(detailWith({ histogram: [1, 2, 3, 4, 5, 6] })).toBe('invalid_message: histogram: must be an array of exactly 5 integers >= 0');
+    expect(detailWith({ histogram: '1,2,3,4,5' })).toBe('invalid_message: histogram: must be an array of exactly 5 integers >= 0');
+    expect(detailWith({ histogram: [1, -2, 3, 4, 5] })).toBe(`invalid_message: histogram[1]: must be an integer between 0 and ${MAX_SAFE}`);
     expect(detailWith({ histogram: [1, 2, 3, 4, null] })).toBe('invalid_message: histogram[4]: required');
   });
 
@@ -105,16 +97,12 @@ describe('app-stats contract', () => {
 
   it('version (stored as app_version): at most 64 characters', () => {
     expect(detailWith({ version: 'v'.repeat(64) })).toBe('ok');
-    expect(detailWith({ version: 'v'.repeat(65) })).toBe(
-      'invalid_message: version: must be a string of at most 64 characters',
-    );
+    expect(detailWith({ version: 'v'.repeat(65) })).toBe('invalid_message: version: must be a string of at most 64 characters');
   });
 
   it('crawled_at and app_updated_at follow the timestamp rules, offsets honoured', () => {
     const result = decodeWith({ crawled_at: '2027-01-01T02:30:00.000007+03:00', app_updated_at: '2026-11-21' });
-    expect(result.ok || result.rejection.detail).toBe(
-      'app_updated_at: must be a timestamp YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+HH:MM|-HH:MM]',
-    );
+    expect(result.ok || result.rejection.detail).toBe('app_updated_at: must be a timestamp YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+HH:MM|-HH:MM]');
     const shifted = decodeWith({ crawled_at: '2027-01-01T02:30:00.000007+03:00' });
     expect(shifted.ok && shifted.message.crawled_at).toBe('2026-12-31T23:30:00.000007+00:00');
   });

@@ -122,9 +122,7 @@ describe('contract violations', () => {
         `invalid_message: ratings_count: must be an integer between 0 and ${Number.MAX_SAFE_INTEGER}`,
       );
     }
-    const limit = Buffer.from(
-      JSON.stringify(sampleAppStats()).replace('"ratings_count":182734', '"ratings_count":9007199254740991'),
-    );
+    const limit = Buffer.from(JSON.stringify(sampleAppStats()).replace('"ratings_count":182734', '"ratings_count":9007199254740991'));
     const result = decodeAppStats(limit);
     expect(result.ok && result.message.ratings_count).toBe(Number.MAX_SAFE_INTEGER);
   });
@@ -148,8 +146,7 @@ describe('contract violations', () => {
   });
 
   it('a price written with more than 2 decimals is rejected even when the double looks like 2', () => {
-    const appWithPrice = (text: string) =>
-      Buffer.from(JSON.stringify(sampleAppStats()).replace('"price":0', `"price":${text}`), 'utf8');
+    const appWithPrice = (text: string) => Buffer.from(JSON.stringify(sampleAppStats()).replace('"price":0', `"price":${text}`), 'utf8');
     const accepted = decodeAppStats(appWithPrice('4.990'));
     expect(accepted.ok && accepted.message.price).toBe('4.99');
     const exponent = decodeAppStats(appWithPrice('499e-2'));

@@ -12,24 +12,8 @@ function detailWith(changes: Record<string, unknown>): string {
 }
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
-const REQUIRED = [
-  'analysis_id',
-  'package_name',
-  'captured_at',
-  'duration_ms',
-  'packet_count',
-  'bytes_sent',
-  'bytes_received',
-];
-const OPTIONAL = [
-  'tcp_connections',
-  'dns_queries',
-  'unique_hosts',
-  'avg_rtt_ms',
-  'retransmission_rate',
-  'protocols',
-  'analyzer_version',
-];
+const REQUIRED = ['analysis_id', 'package_name', 'captured_at', 'duration_ms', 'packet_count', 'bytes_sent', 'bytes_received'];
+const OPTIONAL = ['tcp_connections', 'dns_queries', 'unique_hosts', 'avg_rtt_ms', 'retransmission_rate', 'protocols', 'analyzer_version'];
 
 describe('network-metrics contract', () => {
   it('decodes the docs/design.md appendix message', () => {
@@ -60,9 +44,7 @@ describe('network-metrics contract', () => {
     const upper = decodeWith({ analysis_id: '9B2F6A0E-3C4D-4E5F-8A9B-0C1D2E3F4A5B' });
     expect(upper.ok && upper.message.analysis_id).toBe('9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b');
     for (const bad of ['9b2f6a0e3c4d4e5f8a9b0c1d2e3f4a5b', 'not-a-uuid', 42]) {
-      expect(detailWith({ analysis_id: bad })).toBe(
-        'invalid_message: analysis_id: must be a UUID (8-4-4-4-12 hexadecimal digits)',
-      );
+      expect(detailWith({ analysis_id: bad })).toBe('invalid_message: analysis_id: must be a UUID (8-4-4-4-12 hexadecimal digits)');
     }
   });
 
@@ -83,9 +65,7 @@ describe('network-metrics contract', () => {
     expect(detailWith({ avg_rtt_ms: 0, retransmission_rate: 0 })).toBe('ok');
     expect(detailWith({ avg_rtt_ms: 1e6, retransmission_rate: 1 })).toBe('ok');
     expect(detailWith({ avg_rtt_ms: -0.1 })).toBe('invalid_message: avg_rtt_ms: must be a number >= 0');
-    expect(detailWith({ retransmission_rate: 1.0001 })).toBe(
-      'invalid_message: retransmission_rate: must be a number between 0 and 1',
-    );
+    expect(detailWith({ retransmission_rate: 1.0001 })).toBe('invalid_message: retransmission_rate: must be a number between 0 and 1');
     const infinite = Buffer.from(JSON.stringify(sampleNetworkMetrics()).replace('"avg_rtt_ms":38.2', '"avg_rtt_ms":1e999'));
     const result = decodeNetworkMetrics(infinite);
     expect(result.ok || result.rejection.detail).toBe('avg_rtt_ms: must be a number >= 0');
@@ -97,18 +77,12 @@ describe('network-metrics contract', () => {
     expect(detailWith({ protocols: { ['p'.repeat(65)]: 1 } })).toBe(
       `invalid_message: protocols["${'p'.repeat(40)}"]: protocol name must be 1 to 64 characters`,
     );
-    expect(detailWith({ protocols: { '': 1 } })).toBe(
-      'invalid_message: protocols[""]: protocol name must be 1 to 64 characters',
-    );
-    expect(detailWith({ protocols: { tls: -1 } })).toBe(
-      `invalid_message: protocols.tls: must be an integer between 0 and ${MAX_SAFE}`,
-    );
+    expect(detailWith({ protocols: { '': 1 } })).toBe('invalid_message: protocols[""]: protocol name must be 1 to 64 characters');
+    expect(detailWith({ protocols: { tls: -1 } })).toBe(`invalid_message: protocols.tls: must be an integer between 0 and ${MAX_SAFE}`);
     expect(detailWith({ protocols: { 'http/2': 1.5 } })).toBe(
       `invalid_message: protocols["http/2"]: must be an integer between 0 and ${MAX_SAFE}`,
     );
-    expect(detailWith({ protocols: ['tls'] })).toBe(
-      'invalid_message: protocols: must be an object of protocol name -> integer >= 0',
-    );
+    expect(detailWith({ protocols: ['tls'] })).toBe('invalid_message: protocols: must be an object of protocol name -> integer >= 0');
   });
 
   it('analyzer_version: at most 64 characters', () => {

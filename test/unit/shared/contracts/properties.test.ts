@@ -269,10 +269,7 @@ function encodeValue(value: unknown): string {
 function mutated(topic: keyof typeof CONTRACTS): fc.Arbitrary<string> {
   const fields = Object.keys(CONTRACTS[topic].rules);
   return fc
-    .tuple(
-      fc.dictionary(fc.constantFrom(...fields), fieldValue, { maxKeys: 3 }),
-      fc.dictionary(anyString, fieldValue, { maxKeys: 2 }),
-    )
+    .tuple(fc.dictionary(fc.constantFrom(...fields), fieldValue, { maxKeys: 3 }), fc.dictionary(anyString, fieldValue, { maxKeys: 2 }))
     .map(([changes, extras]) => {
       const message: Record<string, unknown> = CONTRACTS[topic].sample();
       const entries = [...Object.entries(message).map(([k, v]) => [k, k in changes ? changes[k] : v] as const)];

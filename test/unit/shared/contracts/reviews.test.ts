@@ -88,14 +88,10 @@ describe('reviews contract', () => {
 
   it('user_name <= 255, versions <= 64, content and reply_content unlimited', () => {
     expect(detailWith({ user_name: 'ß'.repeat(255) })).toBe('ok');
-    expect(detailWith({ user_name: 'ß'.repeat(256) })).toBe(
-      'invalid_message: user_name: must be a string of at most 255 characters',
-    );
+    expect(detailWith({ user_name: 'ß'.repeat(256) })).toBe('invalid_message: user_name: must be a string of at most 255 characters');
     for (const field of ['review_created_version', 'app_version']) {
       expect(detailWith({ [field]: EMOJI.repeat(64) })).toBe('ok');
-      expect(detailWith({ [field]: EMOJI.repeat(65) })).toBe(
-        `invalid_message: ${field}: must be a string of at most 64 characters`,
-      );
+      expect(detailWith({ [field]: EMOJI.repeat(65) })).toBe(`invalid_message: ${field}: must be a string of at most 64 characters`);
     }
     expect(detailWith({ content: `${EMOJI} `.repeat(50_000), reply_content: 'x'.repeat(100_000) })).toBe('ok');
     expect(detailWith({ content: 42 })).toBe('invalid_message: content: must be a string');
@@ -120,9 +116,7 @@ describe('reviews contract', () => {
       `invalid_message: ${field}: must be a timestamp YYYY-MM-DDTHH:MM:SS[.ffffff][Z|+HH:MM|-HH:MM]`,
     );
     expect(detailWith({ [field]: '2026-11-28T19:44:02.1234567Z' })).toMatch(/must be a timestamp/);
-    expect(detailWith({ [field]: '2026-02-30T19:44:02' })).toBe(
-      `invalid_message: ${field}: must be a real calendar date and time`,
-    );
+    expect(detailWith({ [field]: '2026-02-30T19:44:02' })).toBe(`invalid_message: ${field}: must be a real calendar date and time`);
     expect(detailWith({ [field]: 1764359042 })).toMatch(/must be a timestamp/);
   });
 

@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MigrationError } from '../../../../shared/errors.js';
-import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationsHash, orderMigrationFileNames, parseMigrationFileName } from '../../../../shared/migrations/index.js';
+import {
+  DEFAULT_MIGRATIONS_DIRECTORY,
+  loadMigrations,
+  migrationsHash,
+  orderMigrationFileNames,
+  parseMigrationFileName,
+} from '../../../../shared/migrations/index.js';
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 
 function thrownBy(action: () => unknown): Error {
@@ -86,9 +92,7 @@ describe('orderMigrationFileNames', () => {
   });
 
   it('rejects a sequence that does not start at 1', () => {
-    expect(() => orderMigrationFileNames(['0002_b.sql', '0003_c.sql'])).toThrow(
-      'migration version 1 is missing: found 0002_b.sql first',
-    );
+    expect(() => orderMigrationFileNames(['0002_b.sql', '0003_c.sql'])).toThrow('migration version 1 is missing: found 0002_b.sql first');
   });
 
   it('rejects an empty list (a wrong directory must not look like "nothing to do")', () => {
@@ -145,9 +149,7 @@ describe('loadMigrations', () => {
   });
 
   it('rejects a directory that does not exist', async () => {
-    await expect(loadMigrations(join(tmpdir(), 'no-such-migrations-directory'))).rejects.toThrow(
-      /cannot read the migrations directory/,
-    );
+    await expect(loadMigrations(join(tmpdir(), 'no-such-migrations-directory'))).rejects.toThrow(/cannot read the migrations directory/);
   });
 });
 
