@@ -41,6 +41,7 @@ import { loadSettings } from '../shared/settings.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import {
   APPS,
+  BENCH_CONTEXT,
   copyBaseline,
   copyLine,
   createCopyBaseline,
@@ -134,20 +135,7 @@ async function handlerOnly(values: readonly Buffer[]): Promise<number> {
         ),
       );
     }
-    const context = {
-      callbackWaitsForEmptyEventLoop: false,
-      functionName: 'bench',
-      functionVersion: '1',
-      invokedFunctionArn: 'arn:bench',
-      memoryLimitInMB: '1024',
-      awsRequestId: 'bench',
-      logGroupName: 'bench',
-      logStreamName: 'bench',
-      getRemainingTimeInMillis: () => 900_000,
-      done: () => undefined,
-      fail: () => undefined,
-      succeed: () => undefined,
-    };
+    const context = BENCH_CONTEXT;
     const started = performance.now();
     for (const event of events) await handler(event, context);
     const seconds = (performance.now() - started) / 1000;

@@ -29,6 +29,7 @@ import { upsertRows } from '../shared/upsert.js';
 import { loadSettings } from '../shared/settings.js';
 import {
   APPS,
+  BENCH_CONTEXT,
   copyBaseline,
   copyLine,
   createCopyBaseline,
@@ -110,20 +111,7 @@ async function main(): Promise<void> {
       });
     const handler = handlerWith(false);
     const preparedHandler = handlerWith(true);
-    const context = {
-      callbackWaitsForEmptyEventLoop: false,
-      functionName: 'bench',
-      functionVersion: '1',
-      invokedFunctionArn: 'arn:bench',
-      memoryLimitInMB: '1024',
-      awsRequestId: 'bench',
-      logGroupName: 'bench',
-      logStreamName: 'bench',
-      getRemainingTimeInMillis: () => 900_000,
-      done: () => undefined,
-      fail: () => undefined,
-      succeed: () => undefined,
-    };
+    const context = BENCH_CONTEXT;
     const copyClient = await admin.connect();
 
     const copyTexts = batches.map((batch) => batch.copyText);

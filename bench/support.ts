@@ -4,7 +4,9 @@ import { Readable } from 'node:stream';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import type { Context } from 'aws-lambda';
 import type { ReviewMessage } from '../shared/contracts/reviews.js';
+import { PIPELINES } from '../shared/pipelines.js';
 
 /** The server benchmarks use: `DATABASE_URL`, else the machine's PostgreSQL. */
 export function serverUrl(): string {
@@ -90,23 +92,24 @@ export async function prepareDatabase(url: string): Promise<void> {
   await runMigrations({ connection: { connectionString: url }, logger: { info: () => undefined, warn: () => undefined } });
 }
 
-/** The columns the COPY baseline fills: every column the reviews upsert writes. */
-export const COPY_COLUMNS = [
-  'review_id',
-  'application_id',
-  'user_name',
-  'content',
-  'score',
-  'thumbs_up_count',
-  'review_created_version',
-  'app_version',
-  'reviewed_at',
-  'reply_content',
-  'replied_at',
-  'last_synced_at',
-  'source_partition',
-  'source_offset',
-] as const;
+/** The columns the COPY baseline fills: every column the reviews upsert writes (its spec's, in order). */
+export const COPY_COLUMNS: readonly string[] = PIPELINES.reviews.table.columns.map((column) => column.name);
+
+/** The Lambda context the benchmarks invoke handlers with (a generous time budget). */
+export const BENCH_CONTEXT: Context = {
+  callbackWaitsForEmptyEventLoop: false,
+  functionName: 'bench',
+  functionVersion: '1',
+  invokedFunctionArn: 'arn:bench',
+  memoryLimitInMB: '1024',
+  awsRequestId: 'bench',
+  logGroupName: 'bench',
+  logStreamName: 'bench',
+  getRemainingTimeInMillis: () => 900_000,
+  done: () => undefined,
+  fail: () => undefined,
+  succeed: () => undefined,
+};
 
 /** COPY text-format escaping. */
 function copyValue(value: unknown): string {

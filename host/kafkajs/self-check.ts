@@ -59,8 +59,20 @@ function kafkajsModule<T>(...path: string[]): T {
   }
 }
 
-/** The probe batch, written as the Java client writes records (kafkajs' own record encoder takes headers as an object). */
-async function probeBatch(): Promise<Buffer> {
+/** One record as the Java client writes it: key, value and headers in the given order. */
+export interface WireRecordInput {
+  readonly offsetDelta: number;
+  readonly key: string;
+  readonly value: string;
+  readonly headers: ReadonlyArray<readonly [string, string | null]>;
+}
+
+/**
+ * A record batch written with kafkajs' own encoders, as the Java client writes records: kafkajs'
+ * record encoder takes headers as an object and so cannot interleave a repeated name; its
+ * Encoder writes the wire format as is. The self-check's probe, and the tests' batches.
+ */
+export async function encodeWireBatch(records: readonly WireRecordInput[], compression = 0, timestamp = 0): Promise<Buffer> {
   const Encoder = kafkajsModule<new () => KafkajsEncoder>('encoder.js');
   const Header = kafkajsModule<(header: { key: string; value: Buffer | null }) => KafkajsEncoder>(
     'recordBatch',
@@ -69,16 +81,24 @@ async function probeBatch(): Promise<Buffer> {
     'index.js',
   );
   const { RecordBatch } = kafkajsModule<{ RecordBatch: RecordBatchEncode }>('recordBatch', 'v0', 'index.js');
-  const body = new Encoder()
-    .writeInt8(0)
-    .writeVarLong(0)
-    .writeVarInt(0)
-    .writeVarIntBytes(Buffer.from('key'))
-    .writeVarIntBytes(Buffer.from('value'))
-    .writeVarIntArray(PROBE_HEADERS.map(([key, value]) => Header({ key, value: Buffer.from(value) })));
-  const record = new Encoder().writeVarInt(body.size()).writeEncoder(body);
-  const batch = await RecordBatch({ compression: 0, records: [record], lastOffsetDelta: 0, firstTimestamp: 0, maxTimestamp: 0 });
+  const encoded = records.map(({ offsetDelta, key, value, headers }) => {
+    const body = new Encoder()
+      .writeInt8(0)
+      .writeVarLong(0)
+      .writeVarInt(offsetDelta)
+      .writeVarIntBytes(Buffer.from(key))
+      .writeVarIntBytes(Buffer.from(value))
+      .writeVarIntArray(headers.map(([name, text]) => Header({ key: name, value: text === null ? null : Buffer.from(text) })));
+    return new Encoder().writeVarInt(body.size()).writeEncoder(body);
+  });
+  const lastOffsetDelta = Math.max(0, ...records.map((record) => record.offsetDelta));
+  const batch = await RecordBatch({ compression, records: encoded, lastOffsetDelta, firstTimestamp: timestamp, maxTimestamp: timestamp });
   return batch.buffer;
+}
+
+/** The probe batch: one record with {@link PROBE_HEADERS}. */
+function probeBatch(): Promise<Buffer> {
+  return encodeWireBatch([{ offsetDelta: 0, key: 'key', value: 'value', headers: PROBE_HEADERS }]);
 }
 
 /** kafkajs' record batch decoder, as the Fetch responses load it (after the wrapper's install). */

@@ -5,6 +5,7 @@ import kafkajs from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { toSourceRecord } from '../../../../host/batch.js';
 import { installKafkajsWorkarounds } from '../../../../host/kafkajs/index.js';
+import { encodeWireBatch } from '../../../../host/kafkajs/self-check.js';
 import { wireRecordOf } from '../../../../host/kafkajs/wire-records.js';
 
 // Before kafkajs' record batch decoder is loaded below, as a Fetch response would load it.
@@ -14,49 +15,10 @@ installKafkajsWorkarounds();
 const require = createRequire(import.meta.url);
 const protocol = join(dirname(require.resolve('kafkajs')), 'src', 'protocol');
 
-interface KafkajsEncoder {
-  writeInt8(value: number): KafkajsEncoder;
-  writeVarLong(value: number): KafkajsEncoder;
-  writeVarInt(value: number): KafkajsEncoder;
-  writeVarIntBytes(value: Buffer | null): KafkajsEncoder;
-  writeVarIntArray(array: KafkajsEncoder[]): KafkajsEncoder;
-  writeEncoder(value: KafkajsEncoder): KafkajsEncoder;
-  size(): number;
-  readonly buffer: Buffer;
-}
-const Encoder = require(join(protocol, 'encoder.js')) as new () => KafkajsEncoder;
-const Header = require(join(protocol, 'recordBatch', 'header', 'v0', 'index.js')) as (header: {
-  key: string;
-  value: Buffer | null;
-}) => KafkajsEncoder;
-const { RecordBatch } = require(join(protocol, 'recordBatch', 'v0', 'index.js')) as {
-  RecordBatch: (batch: {
-    compression: number;
-    records: KafkajsEncoder[];
-    lastOffsetDelta: number;
-    firstTimestamp: number;
-    maxTimestamp: number;
-  }) => Promise<KafkajsEncoder>;
-};
 const Decoder = require(join(protocol, 'decoder.js')) as new (buffer: Buffer) => unknown;
 const decodeRecordBatch = require(join(protocol, 'recordBatch', 'v0', 'decoder.js')) as (
   decoder: unknown,
 ) => Promise<{ records: KafkaMessage[] }>;
-
-/**
- * One record as the Java client writes it. kafkajs' own record encoder takes headers as an
- * object and so cannot interleave a repeated name; its Encoder writes the wire format as is.
- */
-function wireRecord(offsetDelta: number, value: string, headers: ReadonlyArray<readonly [string, string | null]>): KafkajsEncoder {
-  const body = new Encoder()
-    .writeInt8(0)
-    .writeVarLong(0)
-    .writeVarInt(offsetDelta)
-    .writeVarIntBytes(Buffer.from(`key-${offsetDelta}`))
-    .writeVarIntBytes(Buffer.from(value))
-    .writeVarIntArray(headers.map(([key, text]) => Header({ key, value: text === null ? null : Buffer.from(text) })));
-  return new Encoder().writeVarInt(body.size()).writeEncoder(body);
-}
 
 const HEADERS = [
   ['trace', '1'],
@@ -75,17 +37,17 @@ describe('kafkajs record decoding with wire-order headers', () => {
     ['zstd', kafkajs.CompressionTypes.ZSTD],
   ])('keeps trace=1, other=2, trace=3 in that order in a %s batch, and kafkajs’ own fields as they were', async (_label, compression) => {
     // Prepare
-    const records = [wireRecord(0, 'first', HEADERS), wireRecord(1, 'second', [])];
-    const batch = await RecordBatch({
+    const batch = await encodeWireBatch(
+      [
+        { offsetDelta: 0, key: 'key-0', value: 'first', headers: HEADERS },
+        { offsetDelta: 1, key: 'key-1', value: 'second', headers: [] },
+      ],
       compression,
-      records,
-      lastOffsetDelta: 1,
-      firstTimestamp: 1_796_018_400_000,
-      maxTimestamp: 1_796_018_400_000,
-    });
+      1_796_018_400_000,
+    );
 
     // Act
-    const { records: decoded } = await decodeRecordBatch(new Decoder(batch.buffer));
+    const { records: decoded } = await decodeRecordBatch(new Decoder(batch));
 
     // Assess
     const [first, second] = decoded as [KafkaMessage, KafkaMessage];

@@ -1,14 +1,7 @@
-import type { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { optional } from '../../../../shared/contracts/fields.js';
 import { integer } from '../../../../shared/contracts/numbers.js';
-/** `ok <output as JSON>` or `<path>: <message>` of the first issue. */
-function outcome(schema: z.ZodType, input: unknown): string {
-  const result = schema.safeParse(input);
-  if (result.success) return `ok ${JSON.stringify(result.data)}`;
-  const issue = result.error.issues[0];
-  return `${issue?.path.join('.') ?? ''}: ${issue?.message ?? ''}`;
-}
+import { schemaOutcome as outcome } from '../../../helpers/schemas.js';
 
 describe('optional', () => {
   it('absent and null come out as null; a present value is still checked', () => {

@@ -1,13 +1,6 @@
-import type { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { COLUMN_RANGES, finiteNumber, histogram, InexactNumber, integer, price, protocols } from '../../../../shared/contracts/numbers.js';
-/** `ok <output as JSON>` or `<path>: <message>` of the first issue. */
-function outcome(schema: z.ZodType, input: unknown): string {
-  const result = schema.safeParse(input);
-  if (result.success) return `ok ${JSON.stringify(result.data)}`;
-  const issue = result.error.issues[0];
-  return `${issue?.path.join('.') ?? ''}: ${issue?.message ?? ''}`;
-}
+import { schemaOutcome as outcome } from '../../../helpers/schemas.js';
 
 const EMOJI = '\u{1F326}'; // 1 code point, 2 UTF-16 units
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
