@@ -10,7 +10,9 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { inflateRawSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { lagAlarmThresholds } from '../../cli/lag-thresholds.js';
+import { lagAlarmThresholds, stageGroups } from '../../cli/lag-thresholds.js';
+import { logicalId } from '../../shared/pipeline-spec.js';
+import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
@@ -521,6 +523,17 @@ describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
         ProvisionedPollerConfig: { MinimumPollers: 1 },
         MetricsConfig: { Metrics: ['EventCount', 'ErrorCount', 'KafkaMetrics'] },
         [groupConfig]: { ConsumerGroupId: EXPECTED_GROUPS[stage](pipeline) },
+      });
+    }
+    // Every pipeline of the specs has its mapping, and `--stage` on the CLI names the groups the mappings join.
+    const groupConfig = stage === 'dev' ? 'SelfManagedKafkaEventSourceConfig' : 'AmazonManagedKafkaEventSourceConfig';
+    for (const name of PIPELINE_NAMES) {
+      const { topic, batchSize, lambda } = PIPELINES[name];
+      expect(resources[`${logicalId(name)}EventSourceMapping`]?.Properties).toMatchObject({
+        Topics: [topic],
+        BatchSize: batchSize,
+        MaximumBatchingWindowInSeconds: lambda.batchingWindowSeconds,
+        [groupConfig]: { ConsumerGroupId: stageGroups(stage)[name] },
       });
     }
   });
