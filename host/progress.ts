@@ -286,11 +286,18 @@ export class PipelineProgress {
     this.inFlight.delete(partition);
   }
 
-  /** The broker's lag of the group, per partition of the topic (one lag reading). */
-  lagRead(partitions: ReadonlyArray<{ readonly partition: number; readonly lag: number }>): void {
+  /**
+   * The broker's lag of the group, per partition of the topic (one lag reading), asked for at
+   * `startedAt`. A partition that stored a batch after that keeps the lag the store left: the
+   * reading saw the committed offset from before the store, and would bring the old lag back
+   * (a false stall after every recovery, until the next reading).
+   */
+  lagRead(partitions: ReadonlyArray<{ readonly partition: number; readonly lag: number }>, startedAt: number = this.now()): void {
     const at = this.now();
     this.lagReadAt = at;
     for (const { partition, lag } of partitions) {
+      const storedAt = this.partitions.get(partition)?.lastStoredAt;
+      if (storedAt !== undefined && storedAt > startedAt) continue;
       // A batch in flight is lag whatever the broker says (its offsets are not committed yet).
       this.setLag(partition, this.inFlight.has(partition) ? Math.max(lag, 1) : lag, at);
     }

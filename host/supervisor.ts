@@ -309,12 +309,16 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readLag = async (): Promise<void> => {
     if (kafka === undefined || lagClosed) return;
     const admin = await connectedAdmin();
+    const startedAt = Date.now();
     const positions = await Promise.all(
       settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])),
     );
     if (lagClosed) return;
     positions.forEach((position, index) =>
-      records[index]?.lagRead(position.partitions.map(({ partition, lag: value }) => ({ partition, lag: Number(value) }))),
+      records[index]?.lagRead(
+        position.partitions.map(({ partition, lag: value }) => ({ partition, lag: Number(value) })),
+        startedAt,
+      ),
     );
   };
 

@@ -9,7 +9,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -263,7 +263,14 @@ describe('the host while its broker is frozen', () => {
     await after.connect();
     await after.send({ topic: names.topics.reviews, acks: -1, messages: jsonMessages([{ review_id: 'x' }]) });
     await after.disconnect();
-    await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
+    await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews).catch(async (error: unknown) => {
+      // Name what the broker did after the thaw (fencing, coordinator moves): the test's own client is one side only.
+      const log = await readFile(started.logFile, 'utf8').catch(() => '(no broker log)');
+      const lines = log.split('\n').filter((line) => /fenc|coordinator|GroupCoordinator|leader|ERROR|WARN/i.test(line));
+      throw new Error(
+        `${String(error)}\n--- ${started.logFile}, the lines on fencing, coordinators, leaders, errors (last 60) ---\n${lines.slice(-60).join('\n')}`,
+      );
+    });
     host.child.kill('SIGTERM');
     expect((await host.exited).code).toBe(0);
     // A 25 s freeze, Prometheus' start and the recovery: more than the default 120 s on a loaded machine.

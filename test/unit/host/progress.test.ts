@@ -103,6 +103,31 @@ describe('the progress record', () => {
     expect(verdict().state).toBe('RUNNING');
   });
 
+  it("lets no lag reading taken before a partition's last stored batch bring its old lag back (no false stall after a recovery)", () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([1]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 1, firstOffset: '0', lastOffset: '4', highWatermark: '5' });
+    // A background reading asks the broker now: the group's committed offset is still 0, so lag 5 ...
+    const readingStartedAt = clock.now;
+    clock.now += 500;
+    // ... the batch is stored and committed while the answer travels ...
+    progress.stored(1, '5');
+    expect(verdict().state).toBe('RUNNING');
+    // ... and the answer arrives: older than the store, it says nothing about partition 1 now.
+    clock.now += 100;
+    progress.lagRead([{ partition: 1, lag: 5 }], readingStartedAt);
+    clock.now += bounds.stallAfterMs + 1;
+    progress.fetched();
+    expect(verdict()).toMatchObject({ state: 'RUNNING', up: true });
+    // A reading taken after the store still counts.
+    progress.lagRead([{ partition: 1, lag: 3 }], clock.now);
+    clock.now += bounds.stallAfterMs + 1;
+    progress.fetched();
+    expect(verdict()).toMatchObject({ state: 'STALLED' });
+  });
+
   it('ends FAILED or STOPPED for good, and leaves room for PAUSED', () => {
     const { progress, verdict } = record();
     progress.consumerStarted();
