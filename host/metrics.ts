@@ -127,13 +127,19 @@ export function createHostMetrics(
     labelNames: ['pipeline'] as const,
     registers: [registry],
   });
-  // One view per scrape, shared by the gauges below (prom-client collects them one after another).
-  let current: { at: number; views: ReadonlyMap<PipelineName, PipelineView> } | undefined;
+  // One view per scrape, shared by the gauges below: prom-client runs every gauge's collect in
+  // one synchronous pass of `registry.metrics()`, so the view lives until the pass ends (a
+  // microtask). A time window would hand the next scrape, if it came soon enough, the view of
+  // the last one (a recovered pipeline still down, a stored batch still in flight).
+  let current: ReadonlyMap<PipelineName, PipelineView> | undefined;
   const views = (): ReadonlyMap<PipelineName, PipelineView> => {
-    const at = now();
-    if (current === undefined || at - current.at > 50)
-      current = { at, views: new Map(view().map((entry) => [entry.snapshot.pipeline, entry])) };
-    return current.views;
+    if (current === undefined) {
+      current = new Map(view().map((entry) => [entry.snapshot.pipeline, entry]));
+      queueMicrotask(() => {
+        current = undefined;
+      });
+    }
+    return current;
   };
   const perPipeline = (read: (entry: PipelineView | undefined, at: number) => number) =>
     function collect(this: Gauge<'pipeline'>) {

@@ -263,12 +263,22 @@ describe('the host while its broker is frozen', () => {
     await after.connect();
     await after.send({ topic: names.topics.reviews, acks: -1, messages: jsonMessages([{ review_id: 'x' }]) });
     await after.disconnect();
-    await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews).catch(async (error: unknown) => {
-      // Name what the broker did after the thaw (fencing, coordinator moves): the test's own client is one side only.
+    // A client made after the thaw: the test's own admin connections went through the freeze too.
+    const thawed = kafka.admin();
+    await thawed.connect();
+    cleanups.push(() => thawed.disconnect());
+    await waitForCommittedToEnd(thawed, names.groups.reviews, names.topics.reviews).catch(async (error: unknown) => {
+      // Name what the broker and the host did after the thaw (fencing, coordinator moves, commit failures).
       const log = await readFile(started.logFile, 'utf8').catch(() => '(no broker log)');
       const lines = log.split('\n').filter((line) => /fenc|coordinator|GroupCoordinator|leader|ERROR|WARN/i.test(line));
+      const hostLines = host.lines.filter((line) => line.level !== 'INFO' || /commit|join|rebalanc/i.test(String(line.message)));
       throw new Error(
-        `${String(error)}\n--- ${started.logFile}, the lines on fencing, coordinators, leaders, errors (last 60) ---\n${lines.slice(-60).join('\n')}`,
+        `${String(error)}\n--- ${started.logFile}, the lines on fencing, coordinators, leaders, errors (last 40) ---\n` +
+          `${lines.slice(-40).join('\n')}\n--- the host's WARN/ERROR and group lines (last 30) ---\n` +
+          hostLines
+            .slice(-30)
+            .map((line) => JSON.stringify(line))
+            .join('\n'),
       );
     });
     host.child.kill('SIGTERM');

@@ -211,7 +211,17 @@ describe('the host, on the progress of each pipeline', () => {
     // Assess: stored, ready again by itself, and said so
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
     await waitUntil('/readyz answers 200 again', async () => (await endpoint.get('/readyz')).status === 200, 30_000, 250);
-    expect(await endpoint.metric(HOST_METRIC_NAMES.pipelineUp, { pipeline: 'reviews' })).toBe(1);
+    const up = await endpoint.metric(HOST_METRIC_NAMES.pipelineUp, { pipeline: 'reviews' });
+    if (up !== 1) {
+      // Say what the host thought: its readiness now, its reviews metrics, its last lines.
+      const ready = await endpoint.get('/readyz');
+      const metrics = (await endpoint.get('/metrics')).text.split('\n').filter((line) => line.includes('pipeline="reviews"'));
+      const lines = endpoint.host.lines.slice(-15).map((line) => JSON.stringify(line));
+      console.log(
+        `[host-progress] pipeline_up ${up} after /readyz 200; now /readyz ${ready.status} ${ready.text}\n${metrics.join('\n')}\n${lines.join('\n')}`,
+      );
+    }
+    expect(up).toBe(1);
     const recovered = await endpoint.host.waitForLog(
       (candidate) => candidate.message === 'pipeline recovered' && candidate.pipeline === 'reviews',
       10_000,

@@ -122,6 +122,27 @@ describe('the host metrics', () => {
   });
 });
 
+describe('one view per scrape', () => {
+  it("shares one view among a scrape's gauges and takes a new one for the next scrape, however soon it comes", async () => {
+    // Prepare: a view that counts how often it is taken; a wall clock that never moves
+    let taken = 0;
+    const view = (): PipelineView[] => {
+      taken += 1;
+      return [];
+    };
+    const metrics = createHostMetrics(['reviews'], view, () => 1_000_000);
+
+    // Act: two scrapes, back to back
+    await metrics.registry.metrics();
+    const afterFirst = taken;
+    await metrics.registry.metrics();
+
+    // Assess
+    expect(afterFirst).toBe(1);
+    expect(taken).toBe(2);
+  });
+});
+
 describe('the HTTP endpoint settings', () => {
   it('default to port 9464 on every address; 0 turns the endpoint off; a bad port names the variable', () => {
     expect(loadHttpSettings({})).toEqual({ port: 9464, host: '0.0.0.0' });
