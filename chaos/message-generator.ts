@@ -10,8 +10,9 @@ import { CORPUS } from '../fixtures/corpus.js';
 import type { ChaosApp, PlannedOutcome } from './plan.js';
 import { REFUSED_MARKERS, tableOf } from './plan.js';
 import type { Random } from './random.js';
-import type { RowText } from './stored-rows.js';
-import { doubleText, jsonbObjectText } from './stored-rows.js';
+import type { RowText } from '../fixtures/row-text.js';
+import { doubleText } from '../fixtures/row-text.js';
+import { jsonbObjectText } from './stored-rows.js';
 import {
   codePoints,
   count,

@@ -11,7 +11,8 @@
  */
 import type { PipelineName } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/records.js';
-import type { DataTable, RowText } from './stored-rows.js';
+import type { RowText } from '../fixtures/row-text.js';
+import type { DataTable } from './stored-rows.js';
 import { DATA_TABLES } from './stored-rows.js';
 import type { PlannedMessage, Workload } from './plan.js';
 

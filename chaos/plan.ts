@@ -5,7 +5,8 @@
 import type { PipelineName } from '../shared/pipelines.js';
 import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
 import type { RejectionReason } from '../shared/records.js';
-import type { DataTable, RowText } from './stored-rows.js';
+import type { RowText } from '../fixtures/row-text.js';
+import type { DataTable } from './stored-rows.js';
 import { isDataTable } from './stored-rows.js';
 
 /** What one produced message must become. */

@@ -177,6 +177,3 @@ export function differingColumns(expected: RowText, actual: RowText): string[] {
   const names = new Set([...Object.keys(expected), ...Object.keys(actual)]);
   return [...names].filter((name) => (expected[name] ?? null) !== (actual[name] ?? null));
 }
-
-export { doubleText };
-export type { RowText };

@@ -1,7 +1,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { readRows } from '../../chaos/stored-rows.js';
-import type { DataTable, RowText, StoredRow } from '../../chaos/stored-rows.js';
+import type { DataTable, StoredRow } from '../../chaos/stored-rows.js';
+import type { RowText } from '../../fixtures/row-text.js';
 import { DEAD_LETTER_PAYLOAD_LIMIT } from '../../shared/dead-letters.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
