@@ -1,19 +1,17 @@
 import { resolveActor } from '../../shared/operator-actions.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson, renderTable } from '../output.js';
 import type { PipelineRedrive, RedriveProgress } from '../redrive.js';
 import { redriveDeadLetters } from '../redrive.js';
-import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 
 /** `dlq redrive`: the pending dead letters through the pipeline again. */
-export const dlqRedrive: Command = {
+export const dlqRedrive = defineCommand({
   name: 'redrive',
   summary: 're-run pending dead letters through their pipeline',
-  help: `Usage: storage-consumer dlq redrive [--pipeline P] [--reason R] [--since T] [--json]
-
-Re-runs the selected dead letters that were not re-driven yet through the same pipeline code as
+  description: `Re-runs the selected dead letters that were not re-driven yet through the same pipeline code as
 Kafka's records (decode, resolve the app, upsert), one transaction per batch of the pipeline's
 batch size. The ones that now succeed are stored and marked re-driven in that transaction; the
 ones that fail again stay, with their reason and detail updated. Typical use: an app was
@@ -22,15 +20,10 @@ nothing. A payload that was truncated when it was stored cannot be re-driven: it
 left alone. Exit 0 when the re-drive ran (whatever failed again is reported), 1 on an error.
 On a terminal it shows its progress on stderr after every batch; it ends with a summary line
 (with --json: a "summary" object beside the per-pipeline figures). Every batch leaves an entry
-in the audit trail in its own transaction (storage-consumer audit).
-
-${FILTER_HELP}
-  --json          the report as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqRedrive, args, io, { ...FILTER_OPTIONS, ...JSON_OPTION });
-    if (!parsed) return EXIT.ok;
-    const filter = parseFilter(parsed.values);
+in the audit trail in its own transaction (storage-consumer audit).`,
+  options: { ...FILTER_OPTIONS, ...jsonOption('the report as JSON') },
+  async run({ values }, io) {
+    const filter = parseFilter(values);
     const started = performance.now();
     const progress = io.interactive === true ? terminalProgress(io) : undefined;
     // A warning logged during the run starts on a line of its own, below the progress line.
@@ -52,7 +45,7 @@ ${FILTER_HELP}
       progress?.end();
     }
     const summary = summarize(results, Math.round(performance.now() - started));
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ summary, pipelines: results }));
       return EXIT.ok;
     }
@@ -80,7 +73,7 @@ ${FILTER_HELP}
     );
     return EXIT.ok;
   },
-};
+});
 
 /** The whole run in one object: every pipeline's figures added up, and how long it took. */
 function summarize(results: readonly PipelineRedrive[], durationMs: number) {

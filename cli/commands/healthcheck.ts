@@ -3,8 +3,8 @@ import { HTTP_PATHS } from '../../host/http-endpoint.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
 import type { Environment } from '../../shared/env.js';
 import { loadSettings } from '../../shared/settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { renderJson } from '../output.js';
 import { parseDuration } from '../time.js';
 
@@ -53,50 +53,53 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
 }
 
 /** `healthcheck`: the host's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
-export const healthcheck: Command = {
+export const healthcheck = defineCommand({
   name: 'healthcheck',
   summary: "check the host's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
-  help: `Usage: storage-consumer healthcheck [--max-age <duration>] [--json]
-       storage-consumer healthcheck --http [--ready] [--json]
-
-Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
+  usage: ['[--max-age <D>] [--json]', '--http [--ready] [--json]'],
+  description: `Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
 written recently, else exit 1 naming each pipeline whose file is missing or stale. Needs neither
 Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck runs it too).
 
-  --max-age D   staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one
-                poll timeout: 16s with the default STORAGE_HEARTBEAT_INTERVAL_MS and
-                STORAGE_POLL_TIMEOUT_MS)
-  --http        ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on
-                127.0.0.1 unless STORAGE_HTTP_HOST names one address): /healthz, exit 0 on 200
-  --ready       with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group,
-                fetching, not stalled; its database answering); exit 1 names what is missing
-
 The host writes a pipeline's file while the pipeline has not failed or stopped, and its /healthz
 applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
-<os tmpdir>/storage-consumer/heartbeats, wherever the command runs.
-  --json        the result as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(healthcheck, args, io, {
-      ...JSON_OPTION,
-      'max-age': { type: 'string' },
-      http: { type: 'boolean' },
-      ready: { type: 'boolean' },
-    });
-    if (!parsed) return EXIT.ok;
-    if (parsed.values.ready === true && parsed.values.http !== true) throw new UsageError('--ready goes with --http');
-    if (parsed.values.http === true) {
-      if (parsed.values['max-age'] !== undefined) throw new UsageError('--max-age is for heartbeat files, not --http');
-      return checkEndpoint(io.env, parsed.values.ready === true, parsed.values.json === true, io);
+<os tmpdir>/storage-consumer/heartbeats, wherever the command runs.`,
+  options: {
+    'max-age': {
+      type: 'string',
+      value: 'D',
+      help:
+        'staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one poll timeout: 16s with the default ' +
+        'STORAGE_HEARTBEAT_INTERVAL_MS and STORAGE_POLL_TIMEOUT_MS)',
+    },
+    http: {
+      type: 'boolean',
+      help:
+        "ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on 127.0.0.1 unless STORAGE_HTTP_HOST names " +
+        'one address): /healthz, exit 0 on 200',
+    },
+    ready: {
+      type: 'boolean',
+      help:
+        'with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group, fetching, not stalled; its database ' +
+        'answering); exit 1 names what is missing',
+    },
+    ...jsonOption('the result as JSON'),
+  },
+  async run({ values }, io) {
+    if (values.ready === true && values.http !== true) throw new UsageError('--ready goes with --http');
+    if (values.http === true) {
+      if (values['max-age'] !== undefined) throw new UsageError('--max-age is for heartbeat files, not --http');
+      return checkEndpoint(io.env, values.ready === true, values.json === true, io);
     }
     const heartbeat = loadHeartbeatSettings(io.env);
     const pipelines = loadSettings(io.env).selectedPipelines;
-    const rawMaxAge = parsed.values['max-age'];
+    const rawMaxAge = values['max-age'];
     const maxAgeMs =
       rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
     if (maxAgeMs <= 0) throw new UsageError('--max-age must be longer than 0');
     const problems = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs });
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ healthy: problems.length === 0, pipelines, maxAgeMs, problems }));
     } else {
       for (const problem of problems) {
@@ -110,4 +113,4 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
     }
     return problems.length === 0 ? EXIT.ok : EXIT.failed;
   },
-};
+});

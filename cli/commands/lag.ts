@@ -1,10 +1,9 @@
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import { defineCommand, EXIT, jsonOption } from '../command.js';
 import type { GroupPosition, PartitionPosition } from '../../host/lag.js';
 import { groupPosition } from '../../host/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
-import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';
 
 /** The per-partition table of one group, as `lag` and `replay` print it. */
 function renderPartitions(partitions: readonly PartitionPosition[]): string {
@@ -30,32 +29,25 @@ export function groupHeading(position: GroupPosition): string {
 }
 
 /** `lag`: where each pipeline's consumer group stands. */
-export const lag: Command = {
+export const lag = defineCommand({
   name: 'lag',
   summary: 'committed offset, end offset and lag per group and partition, with members',
-  help: `Usage: storage-consumer lag [--pipeline P] [--json]
-
-For each pipeline's consumer group (those of STORAGE_PIPELINES, or just P): per partition the
+  description: `For each pipeline's consumer group (those of STORAGE_PIPELINES, or just P): per partition the
 committed offset (the next message the group will read), the end offset and the lag between them,
 and the group's state and members. A group that never committed reads from the earliest message,
-so its lag counts from there.
-
-  --pipeline P  only that pipeline
-  --json        the same as JSON (offsets as strings)
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(lag, args, io, { ...JSON_OPTION, pipeline: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const named = parsePipeline(parsed.values.pipeline);
+so its lag counts from there.`,
+  options: { ...PIPELINE_OPTION, ...jsonOption('the same as JSON (offsets as strings)') },
+  async run({ values }, io) {
+    const named = parsePipeline(values.pipeline);
     const positions = await withKafkaAdmin(io, async ({ admin, settings }) => {
       const pipelines = pipelinesFor(settings, named);
       return Promise.all(pipelines.map((name) => groupPosition(admin, settings.pipelines[name])));
     });
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ groups: positions.map(positionJson) }));
       return EXIT.ok;
     }
     io.stdout(positions.map((position) => `${groupHeading(position)}${renderPartitions(position.partitions)}`).join('\n'));
     return EXIT.ok;
   },
-};
+});

@@ -12,8 +12,7 @@ import { PIPELINES } from '../../shared/pipelines.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import type { Settings } from '../../shared/settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { cliLogger } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
@@ -261,12 +260,11 @@ function lagThresholds(stage: string | undefined, maxLag: string | undefined): L
 /** `verify`: the stack end to end, step by step. */
 const DEFAULT_THRESHOLDS = `${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}`;
 
-export const verify: Command = {
+export const verify = defineCommand({
   name: 'verify',
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
-  help: `Usage: storage-consumer verify [--stage S | --max-lag N] [--json]
-
-Runs every check, in this order, each whatever the others found, and names each that failed:
+  usage: ['[--stage <S> | --max-lag <N>] [--json]'],
+  description: `Runs every check, in this order, each whatever the others found, and names each that failed:
   schema        every migration applied, checksums match, and the live tables, columns and
                 unique keys are the ones the applied migrations define (drift is named)
   topics        each pipeline's topic exists with ${TOPIC_PARTITIONS} partitions
@@ -275,18 +273,21 @@ Runs every check, in this order, each whatever the others found, and names each 
   lag           each group's lag: fails above its pipeline's threshold, or when a group has lag
                 and no members
 The pipelines are those of STORAGE_PIPELINES (all of them by default). Exit 0 only when every
-check holds, 1 when one failed.
-
-  --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
-                offset-lag alarms; default thresholds ${DEFAULT_THRESHOLDS}
-  --max-lag N   one threshold for every group instead
-  --json        the whole report as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' }, stage: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const maxLag = lagThresholds(parsed.values.stage, parsed.values['max-lag']);
-    const host = loadHostSettings(applyStage(io, parsed.values.stage).env);
+check holds, 1 when one failed.`,
+  options: {
+    stage: {
+      type: 'string',
+      value: 'S',
+      help:
+        `stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its offset-lag alarms; ` +
+        `default thresholds ${DEFAULT_THRESHOLDS}`,
+    },
+    'max-lag': { type: 'string', value: 'N', help: 'one threshold for every group instead' },
+    ...jsonOption('the whole report as JSON'),
+  },
+  async run({ values }, io) {
+    const maxLag = lagThresholds(values.stage, values['max-lag']);
+    const host = loadHostSettings(applyStage(io, values.stage).env);
     const pool = createPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
     let connected: Promise<Admin> | undefined;
@@ -299,7 +300,7 @@ check holds, 1 when one failed.
         maxLag,
       });
       const ok = reports.every((report) => report.status === 'ok');
-      if (parsed.values.json === true) {
+      if (values.json === true) {
         const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
         const steps: StepReport[] = reports.map(({ details: _details, ...report }) => report);
         io.stdout(renderJson({ ok, failedStep, maxLag, steps }));
@@ -311,4 +312,4 @@ check holds, 1 when one failed.
       await Promise.allSettled([pool.end(), connected === undefined ? Promise.resolve() : admin.disconnect()]);
     }
   },
-};
+});
