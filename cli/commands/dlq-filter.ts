@@ -1,15 +1,14 @@
-import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import { REJECTION_REASONS } from '../../shared/records.js';
 import type { RejectionReason } from '../../shared/records.js';
 import { UsageError } from '../command.js';
 import type { Options } from '../command.js';
 import type { DeadLetterFilter } from '../dead-letter-store.js';
 import { parseSince } from '../time.js';
-import { parsePipeline } from './pipeline-option.js';
+import { parsePipeline, PIPELINE_OPTION } from './pipeline-option.js';
 
 /** The selection options `dlq list`, `dlq redrive` and `dlq purge` share. */
 export const FILTER_OPTIONS = {
-  pipeline: { type: 'string', value: 'P', help: `only pipeline P (${PIPELINE_NAMES.join(', ')})` },
+  ...PIPELINE_OPTION,
   reason: { type: 'string', value: 'R', help: `only reason R (${REJECTION_REASONS.join(', ')})` },
   since: {
     type: 'string',
