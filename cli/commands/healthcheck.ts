@@ -2,6 +2,7 @@ import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
 import { HTTP_PATHS } from '../../host/http-endpoint.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
 import type { Environment } from '../../shared/env.js';
+import { redactConnectionDetails } from '../../shared/redaction.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
@@ -32,7 +33,7 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
       body = text;
     }
   } catch (error) {
-    const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
+    const reason = redactConnectionDetails(error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error));
     if (json) io.stdout(renderJson({ healthy: false, url, error: reason }));
     else io.stdout(`unhealthy: ${url} does not answer: ${reason}\n`);
     return EXIT.failed;

@@ -8,7 +8,8 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpEndpoint } from '../../../host/http-endpoint.js';
 import type { HttpEndpoint } from '../../../host/http-endpoint.js';
-import { buildPipelineStatus, redactConnectionDetails } from '../../../host/status-report.js';
+import { buildPipelineStatus } from '../../../host/status-report.js';
+import { redactConnectionDetails } from '../../../shared/redaction.js';
 import type { ProgressFacts } from '../../../host/status-report.js';
 import { bearerMatches } from '../../../host/status-api.js';
 import type { PipelinesTarget } from '../../../host/status-api.js';
@@ -100,7 +101,8 @@ describe('PUT /pipelines/{pipeline}/pause and /resume', () => {
 
     expect(paused).toMatchObject({
       status: 202,
-      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:127.0.0.1' },
+      // The row records the caller's address; the answer, like every answer, shows none.
+      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:<address>' },
     });
     expect(resumed).toMatchObject({ status: 202, body: { pipeline: 'reviews', paused: false, reason: null } });
     expect(target.calls).toEqual([
