@@ -1,6 +1,7 @@
 import { pathToFileURL } from 'node:url';
 import { Command as Commander, CommanderError, Option } from 'commander';
 import { ConfigurationError, MigrationError } from '../shared/errors.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command, LeafCommand, Options, OptionValues } from './command.js';
 import { EXIT, EXIT_CODES, RefusedError, UsageError } from './command.js';
@@ -170,7 +171,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     const message = error instanceof Error ? error.message : String(error);
     const cause =
       error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
-    io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${message}${cause}\n`);
+    // The one redaction: a driver's message may carry a connection string with its password.
+    io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${redactConnectionDetails(`${message}${cause}`)}\n`);
     return EXIT.failed;
   }
 }

@@ -2,6 +2,7 @@ import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
 import { HTTP_PATHS } from '../../host/http-endpoint.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
 import type { Environment } from '../../shared/env.js';
+import { redactConnectionDetails } from '../../shared/redaction.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo } from '../command.js';
 import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
@@ -32,7 +33,7 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
       body = text;
     }
   } catch (error) {
-    const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
+    const reason = redactConnectionDetails(error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error));
     if (json) io.stdout(renderJson({ healthy: false, url, error: reason }));
     else io.stdout(`unhealthy: ${url} does not answer: ${reason}\n`);
     return EXIT.failed;
@@ -52,14 +53,20 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
   return healthy ? EXIT.ok : EXIT.failed;
 }
 
-/** `healthcheck`: the host's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
+/** `healthcheck`: one host process's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
 export const healthcheck = defineCommand({
   name: 'healthcheck',
-  summary: "check the host's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
-  usage: ['[--max-age <D>] [--json]', '--http [--ready] [--json]'],
-  description: `Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
-written recently, else exit 1 naming each pipeline whose file is missing or stale. Needs neither
-Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck runs it too).
+  summary: "check one host process's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
+  usage: ['[--max-age <D>] [--pid <N>] [--json]', '--http [--ready] [--json]'],
+  description: `Exit 0 when one host process has a heartbeat file in STORAGE_HEARTBEAT_DIR for every pipeline of
+STORAGE_PIPELINES, each written recently, and that process runs; else exit 1 naming each pipeline
+whose file is missing or stale. Needs neither Kafka nor the database: made for a container's
+HEALTHCHECK (npm run healthcheck runs it too).
+
+A host writes <pipeline>.<pid>.heartbeat: the files of one process prove nothing about another.
+The process checked is --pid, or else the one running host process with files in the folder
+(inside a container: the host). When several running hosts write there (two hosts on one
+machine), the check fails and names them: say which one with --pid.
 
 The host writes a pipeline's file while the pipeline has not failed or stopped, and its /healthz
 applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
@@ -72,6 +79,7 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
         'staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one poll timeout: 16s with the default ' +
         'STORAGE_HEARTBEAT_INTERVAL_MS and STORAGE_POLL_TIMEOUT_MS)',
     },
+    pid: { type: 'string', value: 'N', help: 'check the host process N (its files, and that it runs)' },
     http: {
       type: 'boolean',
       help:
@@ -89,7 +97,8 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
   async run({ values }, io) {
     if (values.ready === true && values.http !== true) throw new UsageError('--ready goes with --http');
     if (values.http === true) {
-      if (values['max-age'] !== undefined) throw new UsageError('--max-age is for heartbeat files, not --http');
+      if (values['max-age'] !== undefined || values.pid !== undefined)
+        throw new UsageError('--max-age and --pid are for heartbeat files, not --http');
       return checkEndpoint(io.env, values.ready === true, values.json === true, io);
     }
     const heartbeat = loadHeartbeatSettings(io.env);
@@ -98,17 +107,15 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
     const maxAgeMs =
       rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
     if (maxAgeMs <= 0) throw new UsageError('--max-age must be longer than 0');
-    const problems = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs });
+    const rawPid = values.pid;
+    if (rawPid !== undefined && !/^[1-9]\d{0,9}$/.test(rawPid))
+      throw new UsageError(`--pid must be a process id, not ${JSON.stringify(rawPid)}`);
+    const pid = rawPid === undefined ? undefined : Number(rawPid);
+    const { problems, pid: checked, hosts } = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs, pid });
     if (values.json === true) {
-      io.stdout(renderJson({ healthy: problems.length === 0, pipelines, maxAgeMs, problems }));
+      io.stdout(renderJson({ healthy: problems.length === 0, pid: checked, pipelines, maxAgeMs, problems, hosts }));
     } else {
-      for (const problem of problems) {
-        io.stdout(
-          problem.ageMs === undefined
-            ? `unhealthy: ${problem.pipeline}: no heartbeat file ${problem.file}\n`
-            : `unhealthy: ${problem.pipeline}: heartbeat ${problem.ageMs} ms old (limit ${maxAgeMs} ms) in ${problem.file}\n`,
-        );
-      }
+      for (const problem of problems) io.stdout(`unhealthy: ${problem.message}\n`);
       if (problems.length === 0) io.stdout(`healthy: ${pipelines.join(', ')}\n`);
     }
     return problems.length === 0 ? EXIT.ok : EXIT.failed;
