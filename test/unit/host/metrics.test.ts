@@ -8,6 +8,7 @@ import { ConfigurationError } from '../../../shared/errors.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
 import { recordDelays } from '../../../shared/record-delay.js';
+import { metricNamesIn } from '../../helpers/promql.js';
 
 /** Every series name the host's /metrics can carry: metric names, and a histogram's _bucket/_sum/_count. */
 async function exportedSeriesNames(): Promise<Set<string>> {
@@ -18,36 +19,6 @@ async function exportedSeriesNames(): Promise<Set<string>> {
     if (String(metric.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);
   }
   return names;
-}
-
-const PROMQL_WORDS = new Set([
-  'by',
-  'without',
-  'on',
-  'ignoring',
-  'group_left',
-  'group_right',
-  'bool',
-  'offset',
-  'and',
-  'or',
-  'unless',
-  'le',
-  'inf',
-  'nan',
-]);
-
-/** The metric names a PromQL expression selects: identifiers that are neither functions, keywords, labels nor variables. */
-export function metricNamesIn(expr: string): string[] {
-  const stripped = expr
-    .replace(/"(?:[^"\\]|\\.)*"/g, '""') // strings (label values)
-    .replace(/\{[^}]*\}/g, '') // label matchers
-    .replace(/\b(?:by|without|on|ignoring)\s*\([^)]*\)/g, '') // grouping labels
-    .replace(/\[[^\]]*\]/g, '') // range selectors
-    .replace(/\$\w+/g, ''); // dashboard variables
-  return [...stripped.matchAll(/[a-zA-Z_:][\w:]*(?![\w:])(?!\s*\()/g)]
-    .map(([name]) => name)
-    .filter((name) => !PROMQL_WORDS.has(name.toLowerCase()) && !/^\d/.test(name));
 }
 
 describe('the host metrics', () => {
