@@ -36,6 +36,7 @@ import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { freePorts } from '../dev/free-ports.js';
 import { ensureBroker } from '../dev/kafka/broker.js';
+import { heartbeatFile } from '../host/heartbeat.js';
 import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { ensureTopics } from '../host/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
@@ -201,7 +202,7 @@ async function spawnHost(brokers: readonly string[], url: string, run: string, t
       for (let i = 0; i < 600; i += 1) {
         const beats = await Promise.all(
           ['reviews', 'network-metrics', 'app-stats'].map((p) =>
-            readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(
+            readFile(heartbeatFile(path.join(root, '.data', `bench-${run}`), p, host.pid as number)).then(
               () => true,
               () => false,
             ),
