@@ -26,6 +26,7 @@ import { ensureTopics } from '../host/topics.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
+import { loadConsumerSettings } from '../host/pipeline-settings.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const say = (line: string) => console.log(`[start] ${line}`);
@@ -55,7 +56,7 @@ async function main(): Promise<number> {
   const logger = createHostLogger();
   installProcessGuards(logger);
   // Validate what we can before starting anything.
-  const storage = loadSettings();
+  const storage = loadConsumerSettings();
   say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
   const cluster = await ensureBroker({
     port: Number(process.env.KAFKA_PORT ?? 9092),
