@@ -41,7 +41,8 @@ Commands:
 ${COMMANDS.map((command) => `  ${command.name.padEnd(13)}${command.summary}`).join('\n')}
 
 Run storage-consumer <command> --help for a command's options. Settings come from the same
-environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*).
+environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*: docs/settings.md);
+storage-consumer config prints them.
 
 Exit codes: 0 ok; 1 a check failed, the operation was refused or an error occurred; 2 usage error
 (config: an invalid setting).
