@@ -327,7 +327,9 @@ export const STORAGE_HEARTBEAT_DIR = setting({
   runtimes: hostAndCli,
   tier: 'advanced',
   area: 'host',
-  description: 'per-pipeline heartbeat files `<pipeline>.heartbeat`, written while the pipeline has not failed or stopped',
+  description:
+    'heartbeat files of one host process and pipeline, `<pipeline>.<pid>.heartbeat`, written while the pipeline has not failed or ' +
+    'stopped; hosts on one machine may share the folder (each checks its own files: `healthcheck --pid`)',
 });
 
 export const STORAGE_HEARTBEAT_INTERVAL_MS = setting({
