@@ -24,7 +24,9 @@ export interface EffectiveSetting {
   readonly from?: string;
   /** `false`: no loader reads it with these settings (e.g. `STORAGE_LAMBDA_REGION` in-process). */
   readonly used: boolean;
-  /** Why the value is refused, when it is. */
+  /** Refused on its own or by a rule between settings it takes part in (`problems` says how). */
+  readonly invalid: boolean;
+  /** Why the value itself is refused, when it is. */
   readonly problem?: string;
 }
 
@@ -58,8 +60,8 @@ function shown(value: unknown): string | null {
   return String(value);
 }
 
-function effective(declared: Setting, reading: SettingReading | undefined, env: Environment): EffectiveSetting {
-  const base = { name: declared.name, tier: declared.tier, ...(declared.unit === undefined ? {} : { unit: declared.unit }) };
+function effective(declared: Setting, reading: SettingReading | undefined, env: Environment, invalid: boolean): EffectiveSetting {
+  const base = { name: declared.name, tier: declared.tier, invalid, ...(declared.unit === undefined ? {} : { unit: declared.unit }) };
   if (reading === undefined) {
     const raw = env[declared.name];
     const set = raw !== undefined && raw.trim() !== '';
@@ -100,7 +102,7 @@ export function effectiveSettings(env: Environment): EffectiveSettings {
   }
   const readings = new Map(reader.readings().map((reading) => [reading.setting.name, reading]));
   return {
-    settings: catalogVariables().map((declared) => effective(declared, readings.get(declared.name), env)),
+    settings: catalogVariables().map((declared) => effective(declared, readings.get(declared.name), env, reader.invalid(declared.name))),
     problems: reader.problems(),
   };
 }

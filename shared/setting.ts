@@ -135,7 +135,10 @@ export interface SettingReading {
 export class SettingsReader {
   readonly #readings = new Map<string, SettingReading>();
   readonly #problems: string[] = [];
+  /** Settings refused for their own value (or their absence). */
   readonly #failed = new Set<string>();
+  /** Settings of a broken rule, each valid on its own. */
+  readonly #inBrokenRule = new Set<string>();
 
   constructor(readonly env: Environment) {}
 
@@ -195,16 +198,19 @@ export class SettingsReader {
   check(constraint: CrossConstraint): void {
     if (constraint.settings.some((declared) => this.#failed.has(declared.name))) return;
     const problem = constraint.check((declared) => this.read(declared));
-    if (problem !== undefined)
-      this.#fail(
-        constraint.settings.map((declared) => declared.name),
-        problem,
-      );
+    if (problem === undefined) return;
+    for (const declared of constraint.settings) this.#inBrokenRule.add(declared.name);
+    this.#problems.push(problem);
   }
 
-  /** Whether any of these settings was refused. */
+  /** Whether any of these settings was refused for its own value. */
   refused(...names: string[]): boolean {
     return names.some((name) => this.#failed.has(name));
+  }
+
+  /** Whether this setting was refused, for its own value or by a rule it takes part in. */
+  invalid(name: string): boolean {
+    return this.#failed.has(name) || this.#inBrokenRule.has(name);
   }
 
   /** Every setting read so far, in the order read. */

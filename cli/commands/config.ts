@@ -6,7 +6,7 @@ import { renderJson, renderTable } from '../output.js';
 
 function sourceText(setting: EffectiveSetting): string {
   const source = setting.from === undefined ? setting.source : `${setting.source} (from ${setting.from})`;
-  if (setting.problem !== undefined) return `${source}: INVALID`;
+  if (setting.invalid) return `${source}: INVALID`;
   return setting.used ? source : `${source} (not read with these settings)`;
 }
 
@@ -25,7 +25,7 @@ validates them all as the host's start, the CLI and the Lambda functions do, and
 every invalid setting and every broken rule between settings (on stderr; the listing is printed
 all the same). Needs neither Kafka nor the database.
 
-  --json    {settings: [{name, tier, value, unit?, source, from?, used, problem?}], problems: [...]}
+  --json    {settings: [{name, tier, invalid, value, unit?, source, from?, used, problem?}], problems: [...]}
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
     const parsed = parseCommandArgs(config, args, io, JSON_OPTION);

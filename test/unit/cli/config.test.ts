@@ -132,6 +132,11 @@ describe('storage-consumer config', () => {
     expect(run.stderr + run.stdout).not.toContain('short secret');
     expect(run.stdout).toMatch(/^STORAGE_DB_POOL_MAX +advanced +0 +connections +environment: INVALID$/m);
     expect(json.byName.get('STORAGE_DB_POOL_MAX')?.problem).toContain('must be from 1 to 100');
+    // The settings of a broken rule are marked too, each valid on its own.
+    expect(run.stdout).toMatch(/^STORAGE_REPORT_BATCH_ITEM_FAILURES +advanced +false +- +environment: INVALID$/m);
+    expect(json.byName.get('STORAGE_FAILURE_RESPONSE')).toMatchObject({ invalid: true, value: 'report' });
+    expect(json.byName.get('STORAGE_FAILURE_RESPONSE')?.problem).toBeUndefined();
+    expect(json.byName.get('STORAGE_DB_RETRY_ATTEMPTS')).toMatchObject({ invalid: false });
   });
 
   it('does not report a rule between settings when one of them is already refused', async () => {

@@ -198,6 +198,22 @@ describe('start-up validation', () => {
     }
   });
 
+  it('names two broken rules that share a setting', () => {
+    const error = errorOf(() =>
+      loadHostSettings({
+        KAFKA_BROKERS: 'b:9098',
+        KAFKA_SSL: 'false',
+        KAFKA_SSL_CA_FILE: '/etc/hostname',
+        KAFKA_SASL_MECHANISM: 'aws-msk-iam',
+        KAFKA_AWS_REGION: 'eu-central-1',
+      }),
+    );
+    expect(error.problems).toEqual([
+      'KAFKA_SSL_CA_FILE is set but KAFKA_SSL=false; unset one of them',
+      'KAFKA_SSL=false but KAFKA_SASL_MECHANISM=aws-msk-iam needs TLS (MSK serves IAM on its TLS port 9098)',
+    ]);
+  });
+
   it('keeps the message of a single problem as it was', () => {
     const error = errorOf(() => loadSettings({ STORAGE_DB_RETRY_ATTEMPTS: '21' }));
     expect(error.problems).toEqual(['STORAGE_DB_RETRY_ATTEMPTS="21" is invalid: must be from 0 to 20']);
