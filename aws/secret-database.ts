@@ -40,7 +40,7 @@ export type SecretFetcher = (
 
 /**
  * The Secrets Manager client's bounds. The SDK's HTTP handler has no connect or request timeout
- * of its own: an endpoint that accepts TCP and never answers (a security group or a VPC
+ * of its own, and a request timeout only warns unless told to throw: an endpoint that accepts TCP and never answers (a security group or a VPC
  * endpoint policy gone wrong) would hold a read for as long as the function lives. Two attempts
  * of at most 3 s + 5 s each keep a cold container's first batch well inside its timeout.
  */
@@ -58,6 +58,9 @@ function sdkSecretFetcher(): SecretFetcher {
       requestHandler: {
         connectionTimeout: SECRETS_CLIENT_BOUNDS.connectionTimeoutMs,
         requestTimeout: SECRETS_CLIENT_BOUNDS.requestTimeoutMs,
+        // Without it, smithy's handler only logs a warning when the request timeout passes and
+        // keeps waiting.
+        throwOnRequestTimeout: true,
       },
     });
     const output = await client.send(new GetSecretValueCommand({ SecretId: secretId }), signal ? { abortSignal: signal } : {});
