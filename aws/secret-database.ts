@@ -40,9 +40,10 @@ export type SecretFetcher = (
 
 /**
  * The Secrets Manager client's bounds. The SDK's HTTP handler has no connect or request timeout
- * of its own, and a request timeout only warns unless told to throw: an endpoint that accepts TCP and never answers (a security group or a VPC
- * endpoint policy gone wrong) would hold a read for as long as the function lives. Two attempts
- * of at most 3 s + 5 s each keep a cold container's first batch well inside its timeout.
+ * of its own, and a request timeout only warns unless told to throw: an endpoint that accepts TCP
+ * and never answers (a security group or a VPC endpoint policy gone wrong) would hold a read for
+ * as long as the function lives. Two attempts of at most 3 s + 5 s each keep a cold container's
+ * first batch well inside its timeout.
  */
 export const SECRETS_CLIENT_BOUNDS = { connectionTimeoutMs: 3_000, requestTimeoutMs: 5_000, maxAttempts: 2 } as const;
 
@@ -85,7 +86,7 @@ export interface SecretDatabaseSourceOptions {
 }
 
 /** The secret read was abandoned at the caller's deadline; the message names the secret and the deadline. */
-export class SecretReadAbortedError extends StorageConsumerError {
+class SecretReadAbortedError extends StorageConsumerError {
   constructor(secretId: string, reason: unknown) {
     const why = reason instanceof Error ? reason.message : String(reason);
     super(`reading the database secret ${secretId} from Secrets Manager did not finish: ${why}`, { cause: reason });
