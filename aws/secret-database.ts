@@ -85,13 +85,32 @@ export interface SecretDatabaseSourceOptions {
   readonly fetchSecret?: SecretFetcher;
 }
 
-/** The secret read was abandoned at the caller's deadline; the message names the secret and the deadline. */
-class SecretReadAbortedError extends StorageConsumerError {
-  constructor(secretId: string, reason: unknown) {
-    const why = reason instanceof Error ? reason.message : String(reason);
-    super(`reading the database secret ${secretId} from Secrets Manager did not finish: ${why}`, { cause: reason });
-    this.name = 'SecretReadAbortedError';
+/**
+ * A secret read that failed or was abandoned at the caller's deadline; the message names the
+ * secret. The cause's `code` is kept (an SDK timeout is `ETIMEDOUT`), so a consumer's retry policy
+ * (shared/error-classification.ts) sees the same error class as before.
+ */
+class SecretReadError extends StorageConsumerError {
+  readonly code: string | undefined;
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'SecretReadError';
+    const code = typeof cause === 'object' && cause !== null && 'code' in cause ? cause.code : undefined;
+    this.code = typeof code === 'string' ? code : undefined;
   }
+}
+
+/** What a failed read says: abandoned at the deadline (with its reason), or the SDK's error. */
+function secretReadError(secretId: string, error: unknown, signal: AbortSignal | undefined): unknown {
+  if (error instanceof ConfigurationError) return error; // already names the secret
+  const why = (reason: unknown) => (reason instanceof Error ? reason.message : String(reason));
+  if (signal?.aborted) {
+    return new SecretReadError(
+      `reading the database secret ${secretId} from Secrets Manager did not finish: ${why(signal.reason)}`,
+      signal.reason,
+    );
+  }
+  return new SecretReadError(`reading the database secret ${secretId} from Secrets Manager failed: ${why(error)}`, error);
 }
 
 /**
@@ -139,7 +158,7 @@ export function secretDatabaseSource(options: SecretDatabaseSourceOptions): Data
       cached ??= load(signal).catch((error: unknown) => {
         cached = undefined;
         // The SDK rejects an aborted request with its own AbortError; the deadline's reason says more.
-        throw signal?.aborted ? new SecretReadAbortedError(options.secretId, signal.reason) : error;
+        throw secretReadError(options.secretId, error, signal);
       });
       return cached;
     },

@@ -11,6 +11,7 @@ import {
 } from '../../../aws/secret-database.js';
 import type { SecretFetcher } from '../../../aws/secret-database.js';
 import { ConfigurationError } from '../../../shared/errors.js';
+import { isTransientError } from '../../../shared/error-classification.js';
 import { loadSettings } from '../../../shared/settings.js';
 import { pointSecretsManagerAt, SilentEndpoint } from '../../helpers/silent-endpoint.js';
 describe('database credentials from Secrets Manager', () => {
@@ -105,7 +106,11 @@ describe('the Secrets Manager client against an endpoint that accepts and never 
 
     const elapsedMs = Date.now() - started;
     expect(endpoint.connections - connectionsBefore).toBe(SECRETS_CLIENT_BOUNDS.maxAttempts);
-    expect(error?.name).toBe('TimeoutError');
+    expect(error?.message).toMatch(
+      new RegExp(`^reading the database secret ${secretId} from Secrets Manager failed: .*exceeded the configured 5000 ms requestTimeout`),
+    );
+    // Still the SDK's ETIMEDOUT to the consumers' retry policy: a batch retries, it is not dead-lettered.
+    expect(isTransientError(error)).toBe(true);
     // Each attempt is bounded by the request timeout; the SDK backs off briefly between them.
     const bound = SECRETS_CLIENT_BOUNDS.maxAttempts * SECRETS_CLIENT_BOUNDS.requestTimeoutMs;
     expect(elapsedMs).toBeGreaterThanOrEqual(bound - 100);
