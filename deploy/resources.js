@@ -216,6 +216,14 @@ export async function eventSourceMappings(resolver) {
   // kafkaMappings 'false' (LocalStack Community): no mapping at all, rather than three under a
   // condition that never holds.
   if (!shape.kafkaMappings) return {};
+  if (shape.kafkaSource === 'selfManaged') {
+    const servers = resolver?.resolveVariable ? await resolver.resolveVariable('param:kafkaBootstrapServers') : ['unchecked'];
+    if (!Array.isArray(servers) || servers.length === 0) {
+      throw new Error(
+        'param kafkaBootstrapServers is empty: a self-managed Kafka mapping needs at least one broker (or kafkaMappings: false)',
+      );
+    }
+  }
   const all = await pipelines(resolver);
   return {
     // A pipeline is paused on AWS by disabling its mapping; with the UUID an output, the

@@ -34,6 +34,7 @@ const PROD = {
 const LOCAL = {
   kafkaSource: 'selfManaged',
   kafkaMappings: 'false',
+  kafkaBootstrapServers: ['host.docker.internal:9092'],
   kafkaAccessConfigurations: [],
   databaseSecretArn: '',
   kafkaSecretArn: '',
