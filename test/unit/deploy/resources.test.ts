@@ -98,9 +98,9 @@ describe('packaging: each stage gets only what it deploys (no untaken Fn::If bra
     const ids = async (parameters: Record<string, unknown>) =>
       Object.keys(((await alarms(resolverFor('local', parameters))) as { Resources: object }).Resources);
     const without = await ids(LOCAL);
-    expect(without).toHaveLength(3 * 5);
+    expect(without).toHaveLength(3 * 6);
     expect(without.filter((id) => /OffsetLag|Stalled/.test(id))).toEqual([]);
-    expect(await ids({ ...LOCAL, kafkaMappings: 'true' })).toHaveLength(3 * 7);
+    expect(await ids({ ...LOCAL, kafkaMappings: 'true' })).toHaveLength(3 * 8);
     expect(await eventSourceMappings(resolverFor('local', LOCAL))).toEqual({});
   }, 60_000);
 
