@@ -7,8 +7,16 @@ import { StorageConsumerError } from '../shared/errors.js';
  */
 export const EXIT_CODES = [
   { code: 0, name: 'ok', meaning: 'done; every check held' },
-  { code: 1, name: 'failed', meaning: 'a check failed, the operation was refused, a setting is invalid, or an error occurred' },
-  { code: 2, name: 'usage', meaning: 'usage error: unknown command or option, a missing or malformed argument' },
+  {
+    code: 1,
+    name: 'failed',
+    meaning: 'a check failed, the operation was refused, a setting is invalid (but see config), or an error occurred',
+  },
+  {
+    code: 2,
+    name: 'usage',
+    meaning: 'usage error: unknown command or option, a missing or malformed argument; `config`: an invalid setting',
+  },
 ] as const;
 
 /** The exit codes by name: everything held / a check failed or the operation was refused / bad usage. */

@@ -6,6 +6,7 @@ import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command, LeafCommand, Options, OptionValues } from './command.js';
 import { EXIT, EXIT_CODES, RefusedError, UsageError } from './command.js';
 import { audit } from './commands/audit.js';
+import { config } from './commands/config.js';
 import { dlq } from './commands/dlq.js';
 import { healthcheck } from './commands/healthcheck.js';
 import { lag } from './commands/lag.js';
@@ -18,7 +19,21 @@ import { status } from './commands/status.js';
 import { verify } from './commands/verify.js';
 
 /** Every command, in the order `--help` lists them. */
-export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, status, lag, pause, resume, replay, peek, dlq, audit];
+export const COMMANDS: readonly Command[] = [
+  run,
+  migrate,
+  healthcheck,
+  config,
+  verify,
+  status,
+  lag,
+  pause,
+  resume,
+  replay,
+  peek,
+  dlq,
+  audit,
+];
 
 const PROGRAM = 'storage-consumer';
 /** Help is laid out for this width whatever the terminal, so it reads the same in a pipe, a log or a test. */
@@ -27,10 +42,11 @@ const HELP_WIDTH = 100;
 /** The text after the top-level `--help`'s command list. */
 const EPILOGUE = `
 Run ${PROGRAM} <command> --help for a command's options. Settings come from the same
-environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*).
+environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*: docs/settings.md);
+${PROGRAM} config prints them.
 
 Exit codes (docs/operations.md, "Exit codes"):
-${EXIT_CODES.map(({ code, meaning }) => `  ${code}  ${meaning}`).join('\n')}`;
+${EXIT_CODES.map(({ code, meaning }) => `  ${code}  ${meaning.replaceAll('`', '')}`).join('\n')}`;
 
 /** The process's streams and environment. */
 const processIo: CliIo = {

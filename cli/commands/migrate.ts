@@ -2,6 +2,8 @@ import pg from 'pg';
 import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationConnection, runMigrations } from '../../shared/migrations/index.js';
 import { loadSettings } from '../../shared/settings.js';
+import { loadSetting } from '../../shared/setting.js';
+import { STORAGE_MIGRATIONS_DIR } from '../../shared/setting-declarations.js';
 import { defineCommand, EXIT, jsonOption, RefusedError } from '../command.js';
 import { renderJson } from '../output.js';
 import { cliLogLine } from '../context.js';
@@ -25,7 +27,7 @@ npm run migrate -- [--json] runs the same.`,
   options: jsonOption('the report as JSON'),
   async run({ values }, io) {
     const settings = loadSettings(io.env);
-    const directory = io.env.STORAGE_MIGRATIONS_DIR || undefined;
+    const directory = loadSetting(io.env, STORAGE_MIGRATIONS_DIR);
     const connection = migrationConnection(settings.database);
     const line = (level: string, message: string, extra?: object) => io.stderr(cliLogLine(level, message, extra));
     const report = await runMigrations({

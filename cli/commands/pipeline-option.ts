@@ -1,6 +1,6 @@
 import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import type { Settings } from '../../shared/settings.js';
+import type { ConsumerSettings } from '../../host/pipeline-settings.js';
 import { UsageError } from '../command.js';
 
 /** `--pipeline P` of the commands that look at one pipeline or all of them (`lag`, `status`). */
@@ -18,6 +18,6 @@ export function parsePipeline(named: string | undefined, what = '--pipeline'): P
  * The pipelines a command looks at: the one named, else the ones STORAGE_PIPELINES selects
  * (all of them by default).
  */
-export function pipelinesFor(settings: Settings, named: PipelineName | undefined): readonly PipelineName[] {
+export function pipelinesFor(settings: ConsumerSettings, named: PipelineName | undefined): readonly PipelineName[] {
   return named === undefined ? settings.selectedPipelines : [named];
 }

@@ -6,8 +6,9 @@ export const run = defineCommand({
   summary: 'run the host: poll Kafka, invoke the handlers, commit offsets',
   description: `Runs the self-hosted event source mapping for the pipelines of STORAGE_PIPELINES (default: all of
 them) until SIGTERM or SIGINT: the in-flight batches finish and commit, then it exits 0; it exits
-1 when a pipeline failed. Configured by the environment (KAFKA_BROKERS, DATABASE_URL, STORAGE_*:
-see the README). Same as npm run host. It takes no options: its output is the host's JSON log lines.`,
+1 when a pipeline failed, or at once naming every invalid setting. Configured by the environment
+(KAFKA_BROKERS, DATABASE_URL, STORAGE_*: docs/settings.md; storage-consumer config checks them).
+Same as npm run host. It takes no options: its output is the host's JSON log lines.`,
   options: {},
   async run() {
     // The host's entry point owns the process from here: it installs the signal and crash

@@ -23,7 +23,7 @@ describe('the command line', () => {
 
     expect(help.code).toBe(0);
     for (const command of COMMANDS) expect(help.stdout).toContain(`  ${command.name} `);
-    for (const { code, meaning } of EXIT_CODES) expect(help.stdout).toContain(`  ${code}  ${meaning}\n`);
+    for (const { code, meaning } of EXIT_CODES) expect(help.stdout).toContain(`  ${code}  ${meaning.replaceAll('`', '')}\n`);
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('Usage: storage-consumer <command>');
     expect(unknown.code).toBe(2);
