@@ -25,11 +25,12 @@ export function createHeartbeat(options: {
   readonly pipeline: string;
   readonly intervalMs: number;
   readonly logger: CoreLogger;
+  /** The monotonic clock the interval is measured on (a wall-clock step back must not stop the writes). */
   readonly now?: () => number;
-  /** Told the time of each write that succeeded (the progress record keeps it for `/healthz`). */
+  /** Told the (monotonic) time of each write that succeeded (the progress record keeps it for `/healthz`). */
   readonly onWritten?: (at: number) => void;
 }): Heartbeat {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => performance.now());
   const file = heartbeatFile(options.dir, options.pipeline);
   let last = -Infinity;
   let warned = false;
@@ -54,7 +55,7 @@ export function createHeartbeat(options: {
       if (writing || at - last < options.intervalMs) return;
       last = at;
       writing = true;
-      writeFile(file, `${new Date(at).toISOString()}\n`, (error) => {
+      writeFile(file, `${new Date().toISOString()}\n`, (error) => {
         writing = false;
         if (error) warn(error);
         else options.onWritten?.(at);

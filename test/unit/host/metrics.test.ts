@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, createHostMetrics } from '../../../host/metrics.js';
 import type { PipelineView } from '../../../host/metrics.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
+import { ManualClock } from '../../helpers/clock.js';
 import { loadHttpSettings } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
@@ -91,23 +92,28 @@ describe('the host metrics', () => {
 
   it('derive up, lag, ages and crashes from the progress records at scrape time, without waiting', async () => {
     // Prepare: a record that joined, fetched, stored a batch, has one in flight, crashed once, and read its lag 20 s ago
-    let now = 1_000_000;
-    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', now: () => now });
+    const clock = new ManualClock(1_000_000, 1_000_000);
+    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', clock });
+    progress.setPaused(false);
     progress.consumerStarted();
     progress.joined([0, 2]);
     progress.fetched();
     progress.attemptStarted({ partition: 0, firstOffset: '5', lastOffset: '9' });
     progress.stored(0, '10');
     progress.lagRead([{ partition: 2, lag: 17 }]);
-    now += 20_000;
+    clock.advance(20_000);
     progress.crashed(new Error('broker went away'));
     progress.joined([0, 2]);
     progress.fetched();
     progress.attemptStarted({ partition: 2, firstOffset: '40', lastOffset: '56' });
-    now += 3_000;
+    clock.advance(3_000);
+    // A wall-clock step changes no age, and no timestamp already taken.
+    clock.stepWall(-7_200_000);
     const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
-    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
-    const metrics = createHostMetrics(['reviews'], view, () => now);
+    const view = (): PipelineView[] => [
+      { snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, clock.monotonic()) },
+    ];
+    const metrics = createHostMetrics(['reviews'], view, () => clock.monotonic());
 
     // Act
     const text = await metrics.registry.metrics();
