@@ -536,14 +536,18 @@ function stallOf(snapshot: ProgressSnapshot, partition: PartitionProgress, now: 
  * How long a fetch has been expected without one (docs/operations.md, "The rules behind the
  * signals"): from the consumer's start while the pause state is unknown (the pipeline cannot
  * make progress until it is read); 0 while paused, while the loop holds a batch (an attempt or
- * its back-off: the attempt's own deadline bounds it) and while no fetch is expected (a standby,
- * a rebalance in good standing); otherwise from the fetch clock, restarted by the resume.
+ * its back-off: the attempt's own deadline bounds it) and the consumer has not crashed since, and
+ * while no fetch is expected (a standby, a rebalance in good standing); otherwise from the fetch
+ * clock, restarted by the resume.
  */
 function notFetchingOf(snapshot: ProgressSnapshot, bounds: ProgressBounds, now: number): number {
   const since = snapshot.consumerStartedAt;
   if (since === undefined || snapshot.ended !== undefined) return 0;
   if (snapshot.pause === 'unknown') return Math.max(0, now - since);
-  if (snapshot.pause === 'paused' || snapshot.inFlight.some((batch) => batch.busy)) return 0;
+  if (snapshot.pause === 'paused') return 0;
+  // A batch the loop holds excuses the missing fetch, unless the consumer crashed since its last
+  // progress: then only storing that batch (or a fetch) is progress.
+  if (!snapshot.crashedSinceProgress && snapshot.inFlight.some((batch) => batch.busy)) return 0;
   let from = snapshot.fetchClockFrom;
   // A rebalance that outlasts the broker's own limit on it no longer excuses anything.
   if (from === undefined && snapshot.rebalancingSince !== undefined && bounds.rebalanceTimeoutMs !== undefined)

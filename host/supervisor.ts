@@ -89,6 +89,13 @@ export function createHostLogger(): CoreLogger {
   return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
 }
 
+/** Why the pause table could not be read, without connection details: an error code, or a timeout. */
+function pauseReadProblem(error: unknown): string {
+  const problem = databaseProblem(error);
+  // node-postgres' client-side query timeout carries no code (a locked table, a hung server).
+  return problem === 'Error' && error instanceof Error && /timeout/i.test(error.message) ? 'no answer within the query timeout' : problem;
+}
+
 /** Resolves after `ms` without keeping the process alive. */
 const after = (ms: number) =>
   new Promise<'timeout'>((resolve) => {
@@ -201,7 +208,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
           logger,
           apply: (name, pause) => consumers[pipelines.indexOf(name)]?.setPaused(pause),
           onReadFailed: (error) => {
-            for (const record of records) record.pauseUnread(`cannot read pipeline_pauses: ${databaseProblem(error)}`);
+            for (const record of records) record.pauseUnread(`cannot read pipeline_pauses: ${pauseReadProblem(error)}`);
           },
         });
         await pauseControl.refresh();

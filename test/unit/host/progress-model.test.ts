@@ -229,7 +229,8 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
         }
         return;
       case 'crash':
-        if (assignment === undefined || busy() || dead()) return;
+        // Also while a batch is in flight: another partition's fetch may fail meanwhile.
+        if (assignment === undefined || dead()) return;
         progress.crashed(new Error('KafkaJSConnectionError: Connection timeout'));
         crashed = true;
         assignment = undefined;
@@ -302,7 +303,7 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
     }
     if (dead()) {
       // Nothing completes; the consumer crashes now and then (the topic-deleted one rejoins each time).
-      if (nextCrashAt !== undefined && nextCrashAt <= t() && !busy()) {
+      if (nextCrashAt !== undefined && nextCrashAt <= t()) {
         const silentHang = broken === 'broker' && assignment !== undefined && assignment.length > 0 && rand(0, 3) === 0;
         if (!silentHang) {
           progress.crashed(new Error('KafkaJSConnectionError: connect ECONNREFUSED'));
@@ -366,7 +367,7 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
     world();
     // The current period in which it owes progress (a pause, say, ends one).
     if (!obliged()) obligedFrom = undefined;
-    else obligedFrom ??= t();
+    else obligedFrom = Math.max(obligedFrom ?? t(), lastProgressAt);
     clock.advance(TICK_MS);
     vi.advanceTimersByTime(TICK_MS);
     if (obligedFrom !== undefined && failedAt === undefined && t() > obligedFrom + bounds.fetchFailAfterMs + TICK_MS) late = true;
