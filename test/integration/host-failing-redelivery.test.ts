@@ -113,7 +113,10 @@ describe('a batch waiting for its redelivery, then the broker gone', () => {
     await (broker as StartedBroker).stop();
     broker = undefined;
     const brokerGoneAt = Date.now();
-    const exit = await Promise.race([host.exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), FAIL_MS + 60_000))]);
+    const exit = await Promise.race([
+      host.exited,
+      new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), FAIL_MS + 60_000)),
+    ]);
     const exitedAt = Date.now();
 
     // Assess: the failure came within the bound plus a tick of the last moment the pipeline could
