@@ -350,10 +350,10 @@ export class PipelineProgress {
   }
 
   /**
-   * The batch in flight on `partition` was stored up to `next` (the committed offset is only
-   * what {@link committed} was told: a commit that failed leaves it where it was).
+   * The batch in flight on `partition` was stored. Its offsets count as committed only once
+   * {@link committed} is told so: a commit that failed leaves the committed offset where it was.
    */
-  stored(partition: number, next: string): void {
+  stored(partition: number): void {
     const at = this.now();
     const wall = this.clock.wall();
     this.inFlight.delete(partition);
@@ -365,9 +365,10 @@ export class PipelineProgress {
     const entry = this.partition(partition);
     entry.lastStoredAt = at;
     entry.lastStoredWallAt = wall;
-    // What the fetch said is left on the partition, until the next lag reading says better.
-    if (entry.highWatermark !== undefined) {
-      const left = entry.highWatermark - BigInt(entry.committed ?? next);
+    // What the fetch said is left after the committed offset, until the next lag reading says
+    // better (a commit that failed leaves the lag where the broker has it).
+    if (entry.highWatermark !== undefined && entry.committed !== undefined) {
+      const left = entry.highWatermark - BigInt(entry.committed);
       this.setLag(partition, Number(left > 0n ? left : 0n), at);
     }
   }

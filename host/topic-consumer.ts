@@ -333,7 +333,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       if (decision.commit.length > 0) await commit(payload, decision.commit, place);
       if (decision.redeliver.length === 0) {
         failuresInRow.delete(batch.partition);
-        progress.stored(batch.partition, first?.next ?? place.lastOffset);
+        progress.stored(batch.partition);
         if (!(await heartbeatGroup(payload))) return;
         continue;
       }

@@ -99,7 +99,7 @@ describe('the host metrics', () => {
     progress.joined([0, 2]);
     progress.fetched();
     progress.attemptStarted({ partition: 0, firstOffset: '5', lastOffset: '9' });
-    progress.stored(0, '10');
+    progress.stored(0);
     progress.lagRead([{ partition: 2, lag: 17 }]);
     clock.advance(20_000);
     progress.crashed(new Error('broker went away'));

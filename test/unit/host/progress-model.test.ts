@@ -292,7 +292,7 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
       } else if (batch.phase === 'attempt') {
         committed[batch.partition] = batch.last + 1;
         progress.committed(batch.partition, String(batch.last + 1));
-        progress.stored(batch.partition, String(batch.last + 1));
+        progress.stored(batch.partition);
         lastProgressAt = t();
         batch = undefined;
       } else {

@@ -66,7 +66,7 @@ describe('the progress record', () => {
     progress.attemptStarted({ partition: 0, firstOffset: '10', lastOffset: '19' });
     clock.now += 40_000;
     expect(verdict().state).toBe('RUNNING');
-    progress.stored(0, '20');
+    progress.stored(0);
     clock.now += 20_000;
     expect(verdict().state).toBe('RUNNING');
     progress.joined([]);
@@ -90,7 +90,7 @@ describe('the progress record', () => {
     expect(stalled.causes[0]).toContain(
       'in flight: reviews-topic partition 1 offsets 100..149, attempt 2, 60 s old, last error: Error: canceling statement due to lock timeout',
     );
-    progress.stored(1, '150');
+    progress.stored(1);
     expect(verdict().state).toBe('RUNNING');
 
     // Lag on a partition another member owns is not this host's stall.
@@ -120,7 +120,8 @@ describe('the progress record', () => {
     const readingStartedAt = clock.now;
     clock.now += 500;
     // ... the batch is stored and committed while the answer travels ...
-    progress.stored(1, '5');
+    progress.committed(1, '5');
+    progress.stored(1);
     expect(verdict().state).toBe('RUNNING');
     // ... and the answer arrives: older than the store, it says nothing about partition 1 now.
     clock.now += 100;
@@ -159,7 +160,7 @@ describe('the progress record', () => {
     progress.joined([0]);
     progress.fetched();
     progress.attemptStarted({ partition: 0, firstOffset: '0', lastOffset: '9', highWatermark: '500' });
-    progress.stored(0, '10');
+    progress.stored(0);
     progress.setPaused(true);
     clock.now += 6 * 3_600_000;
     expect(verdict()).toMatchObject({ state: 'PAUSED', ready: true, failure: undefined });
@@ -269,10 +270,10 @@ describe('the progress record', () => {
     progress.joined([0]);
     progress.attemptStarted({ partition: 0, firstOffset: '0', lastOffset: '9', highWatermark: '50' });
     progress.committed(0, '10');
-    progress.stored(0, '10');
+    progress.stored(0);
     progress.attemptStarted({ partition: 0, firstOffset: '10', lastOffset: '19', highWatermark: '50' });
     // The commit of 20 failed: only stored() is told.
-    progress.stored(0, '20');
+    progress.stored(0);
     expect(progress.snapshot().partitions).toMatchObject([{ partition: 0, committed: '10', lag: 40 }]);
   });
 
@@ -302,7 +303,7 @@ describe('the progress record', () => {
     const started = progress.snapshot().inFlight[0]?.startedWallAt;
     manual.stepWall(+86_400_000);
     expect(verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
-    progress.stored(0, '10');
+    progress.stored(0);
     manual.advance(1_000);
     progress.fetched();
     manual.stepWall(-2 * 86_400_000);
