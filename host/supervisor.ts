@@ -161,6 +161,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         pipeline: progress.pipeline,
         intervalMs: settings.heartbeat.intervalMs,
         logger,
+        now: () => systemClock.monotonic(),
         onWritten: (at) => progress.beat(at),
       }),
       onFailed: (reason) => {
