@@ -3,6 +3,7 @@ import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import { changePipelinePause, readPipelinePauses } from '../shared/pause-store.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pause-store.js';
 import type { HostSettings } from './settings.js';
 
@@ -90,13 +91,13 @@ export function createPauseControl(options: PauseControlOptions): PauseControl {
         if (applied)
           logger.warn('cannot read the pause state; each pipeline keeps its last known pause state', {
             table: 'pipeline_pauses',
-            error,
+            error: redactConnectionDetails(error),
             paused: [...current.keys()],
           });
         else
           logger.warn('cannot read the pause state; no pipeline fetches until it is read once', {
             table: 'pipeline_pauses',
-            error,
+            error: redactConnectionDetails(error),
             waiting: [...pipelines],
           });
       }
