@@ -130,14 +130,22 @@ describe('a batch waiting for its redelivery, then the broker gone', () => {
       `[failing-redelivery] ${notStored.length} attempts not stored (last: ${String(last.error)}, delayMs ${String(last.delayMs)}); ` +
         `broker stopped in ${brokerGoneAt - brokerDownAt} ms; pipeline failed ${failedAt - lastChance} ms after the last chance ` +
         `(STORAGE_FETCH_FAIL_AFTER_MS=${FAIL_MS}): ${JSON.stringify({ level: failed?.level, message: failed?.message, error: failed?.error })}; ` +
-        `exit ${String(exit?.code)} ${exitedAt - brokerGoneAt} ms after the broker was gone; ` +
+        `exit ${String(exit?.code)} ${exitedAt - brokerGoneAt} ms after the broker was gone, ${exitedAt - failedAt} ms after the failure; ` +
         `${JSON.stringify(host.lines.find(stateIs('Stopped')))}`,
+    );
+    const fromFailure = host.lines.slice(host.lines.indexOf(failed as HostLogLine));
+    console.log(
+      `[failing-redelivery] from the failure to the exit:\n${fromFailure
+        .map((entry) => `${String(entry.timestamp)} ${String(entry.level)} ${String(entry.message)}`)
+        .join('\n')}`,
     );
     expect(exit?.code).toBe(1);
     expect(String(failed?.error)).toMatch(
       /^pipeline reviews failed: no fetch completed for \d+ s.*, a batch waits for its redelivery \(partition \d+ offsets \d+\.\.\d+\) \(STORAGE_FETCH_FAIL_AFTER_MS=10000\)$/,
     );
     expect(failedAt - lastChance).toBeLessThanOrEqual(FAIL_MS + TICK_MS + 500);
+    // The process goes down right after: nothing is left to finish (the stop does not wait for the broker).
+    expect(exitedAt - failedAt).toBeLessThan(5_000);
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 1 });
   });
 });

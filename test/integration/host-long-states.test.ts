@@ -33,7 +33,7 @@ import type { HostLogLine, HostProcess, PipelineNames } from '../helpers/host.js
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleAppStats, sampleReview } from '../helpers/messages.js';
 
-const UNREADY_MS = 3_000;
+const UNREADY_MS = 5_000;
 const FAIL_MS = 10_000;
 /** Each case stays this long in the state it tests: longer than the fail bound. */
 const LONGER_THAN_FAIL_MS = FAIL_MS + 4_000;
@@ -103,7 +103,9 @@ describe('states that outlast the fail bound', () => {
   it('a pause longer than the fail bound, then a resume: the host stays, /readyz 200 throughout, the backlog drains', async () => {
     // Prepare: one host of reviews, running and stored once
     const names = await createTestPipelines('long-pause');
-    const env = environment(names, { STORAGE_PIPELINES: 'reviews' });
+    // Lag read every 500 ms and a stall bound shorter than the pause: the lag the backlog makes
+    // during the pause must not read as a stall after the resume either.
+    const env = environment(names, { STORAGE_PIPELINES: 'reviews', STORAGE_LAG_INTERVAL_MS: '500', STORAGE_STALL_AFTER_MS: '5000' });
     const host = await startHost(env);
     await host.process.waitForLog(stateIs('Running'), 90_000);
     await produce(names.topics.reviews, jsonMessages(reviews('before', 30)));
@@ -119,7 +121,7 @@ describe('states that outlast the fail bound', () => {
     const poll = (async () => {
       while (polling) {
         answers.push((await host.readyz()).status);
-        await sleep(200);
+        await sleep(100);
       }
     })();
     await produce(names.topics.reviews, jsonMessages(reviews('backlog', 400)));
@@ -166,7 +168,9 @@ describe('states that outlast the fail bound', () => {
     const topic = `${names.topics.reviews}-single`;
     await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
     const single: PipelineNames = { ...names, topics: { ...names.topics, reviews: topic } };
-    const env = environment(single, { STORAGE_PIPELINES: 'reviews' });
+    // A long poll of 2.5 s: the first fetch after the take-over (nothing to read yet) completes
+    // only then, so a rule that counted the standby's idle time would fail it meanwhile.
+    const env = environment(single, { STORAGE_PIPELINES: 'reviews', STORAGE_POLL_TIMEOUT_MS: '2500' });
     const first = await startHost(env);
     await first.process.waitForLog(stateIs('Running'), 90_000);
     const second = await startHost(env);
