@@ -115,6 +115,8 @@ export interface ProgressSnapshot {
   readonly pauseUnreadable: string | undefined;
   /** When the pipeline last became free to fetch: its resume, or the first read of its pause state that said running. */
   readonly resumedAt: number | undefined;
+  /** While paused: when the pause began (the pause row's time, wall clock: ms since the epoch, for people), else `undefined`. */
+  readonly pausedSince: number | undefined;
   /** The consumer holds an assignment now (joined, not rebalancing, not crashed). */
   readonly inGroup: boolean;
   /** Partitions of the topic assigned to this member; `undefined` while not in the group. */
@@ -196,6 +198,7 @@ export class PipelineProgress {
   private pause: PauseState = 'unknown';
   private pauseUnreadable: string | undefined;
   private resumedAt: number | undefined;
+  private pausedSince: number | undefined;
   private assignment: number[] | undefined;
   private joinedAt: number | undefined;
   private fetchClockFrom: number | undefined;
@@ -434,15 +437,17 @@ export class PipelineProgress {
   }
 
   /**
-   * The pipeline's pause state, read from `pipeline_pauses`: paused (true) or not (false). The
-   * first call ends `unknown`. Becoming free to fetch (a resume, or a first read that says
-   * running) restarts the fetch clock: nothing was fetched while it was held.
+   * The pipeline's pause state, read from `pipeline_pauses`: paused (true) or not (false);
+   * `since` is when the pause began (the pause row's wall-clock time, so a restart keeps it),
+   * default now. The first call ends `unknown`. Becoming free to fetch (a resume, or a first
+   * read that says running) restarts the fetch clock: nothing was fetched while it was held.
    */
-  setPaused(paused: boolean): void {
+  setPaused(paused: boolean, since?: number): void {
     const next: PauseState = paused ? 'paused' : 'running';
     if (next === 'running' && this.pause !== 'running') this.resumedAt = this.now();
     this.pause = next;
     this.pauseUnreadable = undefined;
+    this.pausedSince = paused ? (since ?? this.clock.wall()) : undefined;
   }
 
   /** The pause state could not be read (`reason`: an error code, no connection details); matters only while it is unknown. */
@@ -476,6 +481,7 @@ export class PipelineProgress {
       pause: this.pause,
       pauseUnreadable: this.pauseUnreadable,
       resumedAt: this.resumedAt,
+      pausedSince: this.pausedSince,
       inGroup: this.assignment !== undefined,
       assignment: this.assignment === undefined ? undefined : [...this.assignment],
       joinedAt: this.joinedAt,
