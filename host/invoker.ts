@@ -17,7 +17,7 @@ export type InvocationResult = HandlerOutcome & { readonly fatal?: boolean };
 
 /** Calls one pipeline's handler with a Lambda Kafka event. */
 export interface Invoker {
-  /** Never throws: every failure is an outcome. `deadline` is an epoch-ms instant. */
+  /** Never throws: every failure is an outcome. `deadline` is an instant on the monotonic clock (`performance.now()`, host/clock.ts). */
   invoke(event: KafkaEvent, deadline: number): Promise<InvocationResult>;
   /** Releases what the invoker holds (the pipeline's database pool, the HTTP client). */
   close(): Promise<void>;
@@ -52,7 +52,7 @@ function hostContext(functionName: string, deadline: number): Context {
     awsRequestId: randomUUID(),
     logGroupName: 'storage-consumer-host',
     logStreamName: functionName,
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    getRemainingTimeInMillis: () => Math.max(0, deadline - performance.now()),
     done: () => undefined,
     fail: () => undefined,
     succeed: () => undefined,
@@ -123,7 +123,7 @@ function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): In
         const { InvokeCommand, client } = await sdk;
         response = await client.send(
           new InvokeCommand({ FunctionName: functionName, InvocationType: 'RequestResponse', Payload: JSON.stringify(event) }),
-          { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) },
+          { abortSignal: AbortSignal.timeout(Math.max(1, deadline - performance.now())) },
         );
       } catch (error) {
         return { kind: 'error', error, fatal: isFatalInvokeError(error) };

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { systemClock } from './clock.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
 import { kafkaLogging } from './kafkajs/log-adapter.js';
@@ -15,14 +16,14 @@ import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
 import type { PipelineConsumer } from './topic-consumer.js';
-import { createPipelineConsumer } from './topic-consumer.js';
+import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import type { PipelineState } from './progress.js';
 import { batchFields, evaluateProgress, PipelineProgress } from './progress.js';
 import { watchProgress } from './progress-watch.js';
 import { buildPipelineStatus } from './status-report.js';
 import type { PipelinesTarget } from './status-api.js';
-import { evaluateReadiness } from './readiness.js';
+import { databaseProblem, evaluateReadiness } from './readiness.js';
 import type { Readiness } from './readiness.js';
 import type { HostSettings } from './settings.js';
 import { SERVICE_VERSION } from '../shared/version.js';
@@ -88,6 +89,13 @@ export function createHostLogger(): CoreLogger {
   return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
 }
 
+/** Why the pause table could not be read, without connection details: an error code, or a timeout. */
+function pauseReadProblem(error: unknown): string {
+  const problem = databaseProblem(error);
+  // node-postgres' client-side query timeout carries no code (a locked table, a hung server).
+  return problem === 'Error' && error instanceof Error && /timeout/i.test(error.message) ? 'no answer within the query timeout' : problem;
+}
+
 /** Resolves after `ms` without keeping the process alive. */
 const after = (ms: number) =>
   new Promise<'timeout'>((resolve) => {
@@ -131,7 +139,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   // The progress records, their heartbeat files and their watches exist from the start, so the
   // health check and `/healthz` agree from the first moment (a long migration included).
-  const bounds = settings.progress;
+  // kafkajs gives a JoinGroup up after the rebalance timeout plus 5 s (its network delay).
+  const bounds = { ...settings.progress, rebalanceTimeoutMs: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS + 5_000 };
   const records = settings.storage.selectedPipelines.map(
     (name) =>
       new PipelineProgress({
@@ -152,6 +161,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         pipeline: progress.pipeline,
         intervalMs: settings.heartbeat.intervalMs,
         logger,
+        now: () => systemClock.monotonic(),
         onWritten: (at) => progress.beat(at),
       }),
       onFailed: (reason) => {
@@ -191,11 +201,16 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
             }),
           );
         }
-        // The pause state is read before any consumer joins: a paused pipeline stays paused across restarts.
+        // The pause state is read before any consumer joins: a paused pipeline stays paused across
+        // restarts. A consumer fetches nothing until its pause state was read once: while the
+        // table cannot be read, the pipeline waits (STARTING, then the fetch bounds).
         pauseControl = createPauseControl({
           settings,
           logger,
           apply: (name, pause) => consumers[pipelines.indexOf(name)]?.setPaused(pause),
+          onReadFailed: (error) => {
+            for (const record of records) record.pauseUnread(`cannot read pipeline_pauses: ${pauseReadProblem(error)}`);
+          },
         });
         await pauseControl.refresh();
         pauseControl.start();
@@ -268,7 +283,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readiness = (): Promise<Readiness> => evaluateReadiness({ settings, state: () => state, invokers, progress });
 
   const progress = (): PipelineView[] => {
-    const now = Date.now();
+    const now = systemClock.monotonic();
     return records.map((record) => {
       const snapshot = record.snapshot();
       return { snapshot, verdict: evaluateProgress(snapshot, bounds, now) };
@@ -276,7 +291,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
 
   const liveness = (): Liveness => {
-    const now = Date.now();
+    const now = systemClock.monotonic();
     const pipelines: Partial<Record<PipelineName, { state: PipelineState; heartbeatAgeMs: number | null }>> = {};
     const missing: string[] = [];
     if (state === 'Failing' || state === 'Stopped') missing.push(`host: ${state}`);
@@ -309,7 +324,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readLag = async (): Promise<void> => {
     if (kafka === undefined || lagClosed) return;
     const admin = await connectedAdmin();
-    const startedAt = Date.now();
+    const startedAt = systemClock.monotonic();
     const positions = await Promise.all(
       settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])),
     );
