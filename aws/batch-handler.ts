@@ -6,6 +6,7 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { BatchReport, BatchResponse } from '../shared/batch-report.js';
 import { processBatch } from '../shared/process-batch.js';
+import { redactErrorText } from '../shared/redaction.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
@@ -34,7 +35,8 @@ export interface PipelineHandlerOptions {
  */
 export function createPipelineHandler(pipeline: PipelineName, options: PipelineHandlerOptions = {}) {
   const settings = options.settings ?? loadSettings();
-  const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline } });
+  const logger =
+    options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline }, jsonReplacerFn: redactErrorText });
   const runtime = createPipelineRuntime(pipeline, settings, logger, options.database);
   const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
     const { response, report } = await processBatch(event, runtime, {

@@ -27,6 +27,7 @@ import { databaseProblem, evaluateReadiness } from './readiness.js';
 import type { Readiness } from './readiness.js';
 import type { HostSettings } from './settings.js';
 import { SERVICE_VERSION } from '../shared/version.js';
+import { redactErrorText } from '../shared/redaction.js';
 
 /** The host's life cycle (docs/design.md section 9). */
 export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
@@ -86,7 +87,7 @@ export interface Liveness {
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
 export function createHostLogger(): CoreLogger {
-  return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
+  return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' }, jsonReplacerFn: redactErrorText });
 }
 
 /** Why the pause table could not be read, without connection details: an error code, or a timeout. */
