@@ -15,6 +15,11 @@ import type { HostSettings } from './settings.js';
  */
 export type InvocationResult = HandlerOutcome & { readonly fatal?: boolean };
 
+/** Where an in-process invoker records a batch's in-invocation database retries (the pipeline's progress record). */
+export interface RetryRecorder {
+  retried(partition: number, error: unknown): void;
+}
+
 /** Calls one pipeline's handler with a Lambda Kafka event. */
 export interface Invoker {
   /** Never throws: every failure is an outcome. `deadline` is an epoch-ms instant. */
@@ -64,11 +69,20 @@ function hostContext(functionName: string, deadline: number): Context {
  * the host's settings, called with a context whose deadline the host derives from the max
  * poll interval. Each stored batch's counts and each database retry go to `metrics`, if given.
  */
-export function createInProcessInvoker(pipeline: PipelineName, settings: Settings, metrics?: PipelineMetrics): Invoker {
+export function createInProcessInvoker(
+  pipeline: PipelineName,
+  settings: Settings,
+  metrics?: PipelineMetrics,
+  progress?: RetryRecorder,
+): Invoker {
   const handler = createPipelineHandler(pipeline, {
     settings,
     onBatch: metrics && ((report) => metrics.recordsStored(report)),
-    onRetry: metrics && (() => metrics.retried()),
+    onRetry: (retry) => {
+      metrics?.retried();
+      // The batch in flight keeps the retry's number and error: the status and the stall line show them.
+      for (const partition of retry.partitions) progress?.retried(partition, retry.error);
+    },
   });
   const functionName = `storage-consumer-${pipeline}`;
   return {
@@ -153,9 +167,14 @@ function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): In
   };
 }
 
-/** The invoker the settings ask for; in-process, its batches report into `metrics`. */
-export function createInvoker(pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics): Invoker {
+/** The invoker the settings ask for; in-process, its batches report into `metrics` and their retries into `progress`. */
+export function createInvoker(
+  pipeline: PipelineName,
+  settings: HostSettings,
+  metrics?: PipelineMetrics,
+  progress?: RetryRecorder,
+): Invoker {
   return settings.invoke.mode === 'lambda'
     ? createLambdaInvoker(pipeline, settings)
-    : createInProcessInvoker(pipeline, settings.storage, metrics);
+    : createInProcessInvoker(pipeline, settings.storage, metrics, progress);
 }

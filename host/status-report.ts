@@ -23,6 +23,8 @@ export interface InFlightStatus {
   readonly last_offset: string;
   readonly started_at: string;
   readonly attempt: number;
+  /** Transient database errors retried inside the current attempt (in-process); `last_error` is the latest. */
+  readonly retries: number;
   readonly last_error: StatusError | null;
 }
 
@@ -91,6 +93,7 @@ export interface ProgressFacts {
     readonly lastOffset: string;
     readonly startedAt: number;
     readonly attempt: number;
+    readonly retries: number;
     readonly lastError: KeptError | undefined;
   }>;
   readonly partitions: ReadonlyArray<{
@@ -198,6 +201,7 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
               last_offset: batch.lastOffset,
               started_at: new Date(batch.startedAt).toISOString(),
               attempt: batch.attempt,
+              retries: batch.retries,
               last_error: statusError(batch.lastError),
             }
           : null,

@@ -7,7 +7,7 @@ import type { PipelineName } from '../shared/pipelines.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
 import { createKafka } from './kafka-connection.js';
 import { kafkaLogging } from './kafkajs/log-adapter.js';
-import type { Invoker } from './invoker.js';
+import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { groupPosition } from './lag.js';
 import type { GroupPosition } from './lag.js';
@@ -39,7 +39,7 @@ export const EXIT_FAILED = 1;
 export interface HostOptions {
   readonly logger?: CoreLogger;
   /** Builds each pipeline's invoker; default: in-process or Lambda, as the settings say. */
-  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics) => Invoker;
+  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics, progress?: RetryRecorder) => Invoker;
   /** Where the pipelines count their batches (the HTTP endpoint's `/metrics`); default: nowhere. */
   readonly metrics?: HostMetrics;
 }
@@ -176,7 +176,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         kafka = createKafka(settings.kafka, kafkaLogging(logger));
         for (const name of pipelines) {
           const pipelineMetrics = options.metrics?.pipeline(name);
-          const invoker = makeInvoker(name, settings, pipelineMetrics);
+          const invoker = makeInvoker(name, settings, pipelineMetrics, records[consumers.length]);
           invokers.push(invoker);
           consumers.push(
             createPipelineConsumer({

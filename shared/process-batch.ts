@@ -24,8 +24,20 @@ import { logRejections } from './rejection-log.js';
 /** The invocation's clock: Lambda's `context.getRemainingTimeInMillis()` or the host's deadline. */
 export interface Invocation {
   readonly remainingMs: () => number;
-  /** Called while the batch waits to retry (the host heartbeats its consumer group here). */
-  readonly onWait?: () => void;
+  /**
+   * Called while the batch waits to retry (the host heartbeats its consumer group here and
+   * records the retry, its number and error, on the batch in flight of each partition).
+   */
+  readonly onWait?: (retry: BatchRetry) => void;
+}
+
+/** One transient failure of a batch's database attempt, about to be retried in the same invocation. */
+export interface BatchRetry {
+  /** The attempt that failed: 1 for the first. */
+  readonly attempt: number;
+  readonly error: unknown;
+  /** The partitions of the batch's records. */
+  readonly partitions: readonly number[];
 }
 
 /** What a caller may add to a batch (the dead-letter re-drive marks its letters here). */
@@ -284,7 +296,7 @@ export async function processBatch(
             delayMs,
             error: String(error),
           });
-          invocation.onWait?.();
+          invocation.onWait?.({ attempt, error, partitions: [...new Set(records.map((record) => record.partition))] });
         },
       },
     );

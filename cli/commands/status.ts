@@ -55,8 +55,9 @@ function hostLines(host: PipelineView['host']): string {
     const batch = partition.in_flight;
     if (batch === null || batch === undefined) continue;
     const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
+    const retries = (batch.retries ?? 0) === 0 ? '' : ` (${batch.retries} database ${batch.retries === 1 ? 'retry' : 'retries'})`;
     lines.push(
-      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, ` +
+      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}${retries}, ` +
         `since ${batch.started_at}${error}`,
     );
   }
