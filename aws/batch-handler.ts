@@ -46,5 +46,5 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
     return response;
   }).use(injectLambdaContext(logger));
   if (options.metrics) handler.use(logMetrics(options.metrics));
-  return Object.assign(handler, { close: runtime.close, warm: runtime.warm });
+  return Object.assign(handler, { close: runtime.close, warm: runtime.warm, ping: runtime.ping });
 }

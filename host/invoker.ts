@@ -4,6 +4,7 @@ import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../aws/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import type { PingResult } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { HandlerOutcome } from './offsets.js';
@@ -28,8 +29,11 @@ export interface Invoker {
   close(): Promise<void>;
   /** Prepares for the first invocation (in-process: opens a database connection); may fail. */
   warm?(): Promise<void>;
-  /** Checks that the pipeline's database answers (readiness); absent when the host has no database (Lambda mode). */
-  ping?(): Promise<void>;
+  /**
+   * Checks that the pipeline's database answers (readiness); absent when the host has no database
+   * (Lambda mode). Says so when the database answers but every connection of the pool is held.
+   */
+  ping?(): Promise<PingResult | void>;
 }
 
 /**
@@ -96,7 +100,7 @@ export function createInProcessInvoker(
     },
     close: () => handler.close(),
     warm: () => handler.warm(),
-    ping: () => handler.warm(),
+    ping: () => handler.ping(),
   };
 }
 

@@ -211,9 +211,26 @@ async function storeBatch<M extends Message>(client: pg.PoolClient, batch: Batch
       pipeline: batch.definition.name,
       sqlstate: error.code,
     });
-    return await writeBatch(client, batch, upsertIsolatingRefused);
+    const written = await writeBatch(client, batch, upsertIsolatingRefused);
+    // Each refused row by its exact place (every one, also past the per-batch rejection log
+    // limit): the step-over runbook `peek`s that offset before it skips anything.
+    const refused = written.letters.filter((letter) => letter.rejection.reason === 'rejected_by_database');
+    batch.runtime.logger.warn('rows refused by the database', {
+      pipeline: batch.definition.name,
+      count: refused.length,
+      rows: refused.slice(0, REFUSED_ROWS_LOGGED).map(({ record, rejection }) => ({
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        detail: rejection.detail.slice(0, 300),
+      })),
+    });
+    return written;
   }
 }
+
+/** At most this many refused rows are named in the `rows refused by the database` line (the dead letters hold all). */
+const REFUSED_ROWS_LOGGED = 100;
 
 /**
  * Letters already stored before this invocation (a replay or redelivery of poison records):
