@@ -5,7 +5,7 @@ import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
-import { createKafka } from './kafka-connection.js';
+import { createKafka, memberClientId } from './kafka-connection.js';
 import { kafkaLogging } from './kafkajs/log-adapter.js';
 import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
@@ -173,7 +173,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {
-        kafka = createKafka(settings.kafka, kafkaLogging(logger));
+        kafka = createKafka(settings.kafka, { ...kafkaLogging(logger), clientId: memberClientId(settings.kafka.clientId) });
         for (const name of pipelines) {
           const pipelineMetrics = options.metrics?.pipeline(name);
           const invoker = makeInvoker(name, settings, pipelineMetrics, records[consumers.length]);
