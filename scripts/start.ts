@@ -2,9 +2,12 @@
  * `npm start`: the whole service on embedded defaults, for a newcomer's first run.
  *
  * 1. A Kafka broker: `KAFKA_BROKERS` if set, else a single-node KRaft broker started from the
- *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092).
- * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, port
- *    `EMBEDDED_PG_PORT`, default 54329).
+ *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092, controller
+ *    port `KAFKA_CONTROLLER_PORT`, default a free one).
+ * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, or as
+ *    root where the module says; port `EMBEDDED_PG_PORT`, default 54329).
+ *    The two values the banner prints for the CLI (`KAFKA_BROKERS`, `DATABASE_URL` of this dev
+ *    stack) count as unset when exported: they name what npm start itself starts.
  * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations. Into a
  *    `DATABASE_URL` of your own only with `npm start -- --allow-dev-sql`: without it, a set
  *    `DATABASE_URL` is refused before anything starts (it might be a real database).
@@ -12,11 +15,12 @@
  * Ctrl-C stops the host gracefully, then the broker and the database it started.
  */
 import { readFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';
-import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { embeddedPostgresUrl, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runHost } from '../host/run.js';
 import { loadHostSettings } from '../host/settings.js';
@@ -44,9 +48,59 @@ async function devSql(url: string): Promise<void> {
 /** The flag that lets `npm start` write its dev-only SQL into a database it did not start. */
 const ALLOW_DEV_SQL = 'allow-dev-sql';
 
+/** A port from the environment: a whole number 0-65535 (0: a free one), else the default. */
+function portVariable(name: string, fallback: number): number {
+  const text = process.env[name]?.trim();
+  if (text === undefined || text === '') return fallback;
+  if (!/^\d+$/.test(text) || Number(text) > 65_535)
+    throw new Error(`${name} must be a port number (0 for a free one), got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+/** Whether something accepts connections on 127.0.0.1:`port` (within a second). */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port, timeout: 1_000 });
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
+  });
+}
+
+/**
+ * The banner's own values, exported for the CLI as it suggests, name this dev stack, not a
+ * database or cluster of the operator's. While nothing listens there (npm start is not running),
+ * they are dropped, and said so: the next npm start starts its own again instead of refusing the
+ * URL or waiting on a broker nobody runs. Returns whether DATABASE_URL is the embedded server's
+ * (the dev-only SQL may then go into it: it is this stack's own).
+ */
+async function forgetOwnAddresses(kafkaPort: number, postgresPort: number): Promise<{ ownDatabase: boolean }> {
+  let ownDatabase = false;
+  if (process.env.DATABASE_URL === embeddedPostgresUrl(postgresPort)) {
+    ownDatabase = true;
+    if (!(await listening(postgresPort))) {
+      say('DATABASE_URL names the embedded PostgreSQL of npm start (as the banner prints it): starting that one');
+      delete process.env.DATABASE_URL;
+    }
+  }
+  if (process.env.KAFKA_BROKERS?.trim() === `127.0.0.1:${kafkaPort}` && !(await listening(kafkaPort))) {
+    say(`KAFKA_BROKERS names the broker of npm start (127.0.0.1:${kafkaPort}, as the banner prints it): starting that one`);
+    delete process.env.KAFKA_BROKERS;
+  }
+  return { ownDatabase };
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
-  if (process.env.DATABASE_URL && values[ALLOW_DEV_SQL] !== true) {
+  const kafkaPort = portVariable('KAFKA_PORT', 9092);
+  const controllerPort = portVariable('KAFKA_CONTROLLER_PORT', 0);
+  const postgresPort = portVariable('EMBEDDED_PG_PORT', 54329);
+  const { ownDatabase } = await forgetOwnAddresses(kafkaPort, postgresPort);
+  if (process.env.DATABASE_URL && !ownDatabase && values[ALLOW_DEV_SQL] !== true) {
     throw new Error(
       'DATABASE_URL is set, and npm start would create the App API stand-in table and example apps in it (dev only). ' +
         `Unset DATABASE_URL to use the embedded PostgreSQL, or run npm start -- --${ALLOW_DEV_SQL} if that database is a throw-away one.`,
@@ -56,9 +110,11 @@ async function main(): Promise<number> {
   installProcessGuards(logger);
   // Validate what we can before starting anything.
   const storage = loadSettings();
-  say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
+  // resolveKafka says so itself when it fetches Kafka (the first run only).
+  say('starting Kafka');
   const cluster = await ensureBroker({
-    port: Number(process.env.KAFKA_PORT ?? 9092),
+    port: kafkaPort,
+    controllerPort,
     dataDir: path.join(root, '.data/kafka'),
     log: (line) => say(line),
   });
@@ -66,12 +122,14 @@ async function main(): Promise<number> {
   try {
     let url = process.env.DATABASE_URL;
     if (!url) {
-      say('starting the embedded PostgreSQL (data in .data/postgres)');
+      say('starting the embedded PostgreSQL');
       database = await startEmbeddedPostgres({
         dataDir: path.join(root, '.data/postgres'),
-        port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
+        port: postgresPort,
         notice: say,
       });
+      // As root the data may live elsewhere than asked (see dev/embedded-postgres.ts): the real folder.
+      say(`embedded PostgreSQL: data in ${database.dataDir} (remove that folder, with npm start stopped, to start afresh)`);
       url = database.url;
     }
     say('DEV ONLY: creating the App API stand-in table and example apps');
@@ -97,7 +155,8 @@ async function main(): Promise<number> {
     say(`PostgreSQL: ${url}`);
     say('Send messages: npm run produce:sample   (good and bad ones; watch rows and dead letters appear)');
     say(`Look:        psql "${url}" -c 'SELECT review_id, score FROM reviews'`);
-    say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    say(`CLI:         DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    say('             (export both in another terminal for every command; npm start takes them as its own when exported here)');
     if (settings.http.port !== 0)
       say(`Health:      http://127.0.0.1:${settings.http.port}/readyz   metrics: http://127.0.0.1:${settings.http.port}/metrics`);
     say('Stop:        Ctrl-C');
