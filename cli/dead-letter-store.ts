@@ -295,7 +295,8 @@ async function toSet(db: Queryable, rows: readonly PurgeGroupRow[]): Promise<Pur
 export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `WITH selected AS (SELECT id, pipeline, reason, created_at, redriven_at FROM dead_letter_events WHERE ${purgeCondition(selection, params)})
+    `WITH selected AS (SELECT id, pipeline, reason, created_at, redriven_at FROM dead_letter_events
+                        WHERE ${purgeCondition(selection, params)})
      ${groupedWithDigest('selected')}`,
     params,
   );
@@ -306,7 +307,8 @@ export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelect
 export async function purgeDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)} RETURNING id, pipeline, reason, created_at, redriven_at)
+    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)}
+                      RETURNING id, pipeline, reason, created_at, redriven_at)
      ${groupedWithDigest('deleted')}`,
     params,
   );

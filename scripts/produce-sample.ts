@@ -36,7 +36,8 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
     key: reviewId,
     value: JSON.stringify(review(-5, 1)),
     expect:
-      'older version: not stored (with the update in one batch it counts as deduplicated, in a later batch as skipped by the last_synced_at guard)',
+      'older version: not stored (in one batch with the update it counts as deduplicated, ' +
+      'in a later batch as skipped by the last_synced_at guard)',
   },
   {
     pipeline: 'network-metrics',

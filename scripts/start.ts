@@ -15,12 +15,12 @@
  * Ctrl-C stops the host gracefully, then the broker and the database it started.
  */
 import { readFile } from 'node:fs/promises';
-import { connect } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';
-import { embeddedPostgresUrl, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { forgetOwnAddresses, portVariable } from '../dev/start-env.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runHost } from '../host/run.js';
 import { loadHostSettings } from '../host/settings.js';
@@ -48,58 +48,12 @@ async function devSql(url: string): Promise<void> {
 /** The flag that lets `npm start` write its dev-only SQL into a database it did not start. */
 const ALLOW_DEV_SQL = 'allow-dev-sql';
 
-/** A port from the environment: a whole number 0-65535 (0: a free one), else the default. */
-function portVariable(name: string, fallback: number): number {
-  const text = process.env[name]?.trim();
-  if (text === undefined || text === '') return fallback;
-  if (!/^\d+$/.test(text) || Number(text) > 65_535)
-    throw new Error(`${name} must be a port number (0 for a free one), got ${JSON.stringify(text)}`);
-  return Number(text);
-}
-
-/** Whether something accepts connections on 127.0.0.1:`port` (within a second). */
-function listening(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port, timeout: 1_000 });
-    const done = (open: boolean) => {
-      socket.destroy();
-      resolve(open);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
-}
-
-/**
- * The banner's own values, exported for the CLI as it suggests, name this dev stack, not a
- * database or cluster of the operator's. While nothing listens there (npm start is not running),
- * they are dropped, and said so: the next npm start starts its own again instead of refusing the
- * URL or waiting on a broker nobody runs. Returns whether DATABASE_URL is the embedded server's
- * (the dev-only SQL may then go into it: it is this stack's own).
- */
-async function forgetOwnAddresses(kafkaPort: number, postgresPort: number): Promise<{ ownDatabase: boolean }> {
-  let ownDatabase = false;
-  if (process.env.DATABASE_URL === embeddedPostgresUrl(postgresPort)) {
-    ownDatabase = true;
-    if (!(await listening(postgresPort))) {
-      say('DATABASE_URL names the embedded PostgreSQL of npm start (as the banner prints it): starting that one');
-      delete process.env.DATABASE_URL;
-    }
-  }
-  if (process.env.KAFKA_BROKERS?.trim() === `127.0.0.1:${kafkaPort}` && !(await listening(kafkaPort))) {
-    say(`KAFKA_BROKERS names the broker of npm start (127.0.0.1:${kafkaPort}, as the banner prints it): starting that one`);
-    delete process.env.KAFKA_BROKERS;
-  }
-  return { ownDatabase };
-}
-
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
-  const kafkaPort = portVariable('KAFKA_PORT', 9092);
-  const controllerPort = portVariable('KAFKA_CONTROLLER_PORT', 0);
-  const postgresPort = portVariable('EMBEDDED_PG_PORT', 54329);
-  const { ownDatabase } = await forgetOwnAddresses(kafkaPort, postgresPort);
+  const kafkaPort = portVariable(process.env, 'KAFKA_PORT', 9092);
+  const controllerPort = portVariable(process.env, 'KAFKA_CONTROLLER_PORT', 0);
+  const postgresPort = portVariable(process.env, 'EMBEDDED_PG_PORT', 54329);
+  const { ownDatabase } = await forgetOwnAddresses(process.env, { kafkaPort, postgresPort, say });
   if (process.env.DATABASE_URL && !ownDatabase && values[ALLOW_DEV_SQL] !== true) {
     throw new Error(
       'DATABASE_URL is set, and npm start would create the App API stand-in table and example apps in it (dev only). ' +

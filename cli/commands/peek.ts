@@ -19,7 +19,7 @@ const MAX_COUNT = 100;
 /** How long peek waits for the records before it gives up (and prints what it read). */
 const READ_TIMEOUT_MS = 30_000;
 /** Without --full, a key, header or value longer than this is cut, with its full length said. */
-export const SHOWN_CHARACTERS = 2_000;
+const SHOWN_CHARACTERS = 2_000;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 

@@ -84,8 +84,8 @@ function hostLines(host: PipelineView['host'], position: GroupPosition): string 
     const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
     const retries = (batch.retries ?? 0) === 0 ? '' : ` (${batch.retries} database ${batch.retries === 1 ? 'retry' : 'retries'})`;
     lines.push(
-      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}${retries}, ` +
-        `since ${batch.started_at}${error}`,
+      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, ` +
+        `attempt ${batch.attempt}${retries}, since ${batch.started_at}${error}`,
     );
   }
   if (!host.partitions.some((partition) => partition.in_flight !== null && partition.in_flight !== undefined))
