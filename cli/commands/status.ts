@@ -59,7 +59,8 @@ function pauseLine(pause: PipelinePause | undefined, pauseError: string | undefi
   return `PAUSED by ${pause.by} at ${pause.at.toISOString()}${pause.reason ? `: ${pause.reason}` : ''}`;
 }
 
-function hostLines(host: PipelineView['host'], position: GroupPosition): string {
+/** The host's view under a pipeline of `status --host`, with a warning when it consumes another group than the one looked at. */
+export function hostLines(host: PipelineView['host'], position: GroupPosition): string {
   if (host === undefined) return '';
   if ('error' in host) return `  host: ${host.error}\n`;
   const lines = [`  host ${host.host_id}: ${host.state}, member ${host.member_id ?? '-'}`];
