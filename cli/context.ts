@@ -55,7 +55,10 @@ const CLIENT_CHECK_INTERVAL_MS = 1_000;
  * (`STORAGE_DB_STATEMENT_TIMEOUT_MS`), so a query that waits on a lock is cancelled by the
  * server, not left behind when the client gives up; and, on PostgreSQL 14+, a check of the
  * client's socket during a statement, so a command stopped with Ctrl-C leaves no backend waiting
- * either. Sent as a query, not as startup parameters: a pooler refuses those.
+ * either. Sent as a query, not as startup parameters: a pooler refuses those. Behind PgBouncer
+ * in transaction mode the setting stays on the server connection the pooler hands out next: the
+ * service's batches set their own (`SET LOCAL`, shared/connection.ts), so only other sessions
+ * without one of their own would inherit the CLI's statement timeout.
  */
 function sessionSettingsQuery(database: DatabaseSettings): pg.QueryConfig {
   return {

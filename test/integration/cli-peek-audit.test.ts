@@ -128,6 +128,11 @@ describe('peek', () => {
     ]);
     // Well under the 30 s read timeout: the end of the partition ends the read.
     expect(elapsedMs).toBeLessThan(15_000);
+    console.log(
+      `[cli-peek] 10 asked over offsets 0-4 with 2 transaction markers: offsets ${JSON.stringify(
+        (JSON.parse(json.stdout) as PeekJson).records.map((record) => record.offset),
+      )} in ${elapsedMs} ms`,
+    );
     expect(fromMarker.code).toBe(0);
     expect((JSON.parse(fromMarker.stdout) as PeekJson).records.map((record) => record.offset)).toEqual(['3']);
   });
@@ -145,6 +150,12 @@ describe('peek', () => {
     expect(cut.stdout).toContain(`${long.length} bytes`);
     expect(cut.stdout).toContain(`... (${long.length - 2_000} more characters; --full shows all)`);
     expect(full.stdout).toContain(long);
+    console.log(
+      `[cli-peek] ${cut.stdout
+        .split('\n')
+        .find((line) => line.includes('more characters'))
+        ?.slice(-90)}`,
+    );
   });
 });
 

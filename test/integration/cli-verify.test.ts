@@ -183,6 +183,8 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
       group: other,
       from: 'STORAGE_GROUP_REVIEWS',
     });
+    console.log(`[cli-verify] ${table.stdout.split('\n')[0]}`);
+    console.log(`[cli-verify] ${report.steps[4]?.summary}`);
     expect(report.steps[4]?.summary).toMatch(
       new RegExp(
         `^group ${other} has \\d+ message\\(s\\) of lag and no members, but group ${names.groups.reviews} has 1 member\\(s\\) on ` +
@@ -212,6 +214,8 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
       );
       expect(lagText.stdout).toMatch(/\n {2}PAUSED by .+: verify test: it consumes nothing until `storage-consumer resume reviews`\n/);
       expect((JSON.parse(lagJson.stdout) as { groups: Array<{ paused: boolean }> }).groups[0]?.paused).toBe(true);
+      console.log(`[cli-verify] verify lag step: ${report.steps[4]?.summary}`);
+      console.log(`[cli-verify] lag:\n${lagText.stdout}`);
     } finally {
       expect((await runCli(['resume', 'reviews'], env)).code).toBe(0);
     }
@@ -223,6 +227,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
 
     expect(run.code).toBe(1);
     expect(run.stdout).toBe(`reviews: topic ${missing} of pipeline reviews does not exist\n`);
+    console.log(`[cli-verify] lag, missing topic: ${run.stdout.trim()}`);
   });
 
   it('fails at the lag step when a stopped pipeline builds lag, naming its group', async () => {
@@ -306,6 +311,8 @@ describe('verify while a table is locked', () => {
         'lag',
       ]);
       expect(leftAfterRuns).toEqual([]);
+      console.log(`[cli-verify] ${first.stdout.split('\n').find((line) => line.startsWith('verify FAILED at step messages'))}`);
+      console.log(`[cli-verify] leftover count backends after two runs: ${leftAfterRuns.length}`);
     } finally {
       await holder.query('ROLLBACK').catch(() => undefined);
       holder.release();
@@ -336,6 +343,7 @@ describe('verify while a table is locked', () => {
       expect(failure?.message).toBe('Query read timeout');
       // Cancelled at once, not after the two-minute statement timeout or the lock's end.
       expect(Date.now() - startedWaiting).toBeLessThan(5_000);
+      console.log(`[cli-verify] given-up count gone from pg_stat_activity ${Date.now() - startedWaiting} ms after '${failure?.message}'`);
     } finally {
       await holder.query('ROLLBACK').catch(() => undefined);
       holder.release();

@@ -54,7 +54,7 @@ describe('a pool held by a blocked batch', () => {
           STORAGE_HTTP_HOST: '127.0.0.1',
           STORAGE_DB_POOL_MAX: '1',
           STORAGE_DB_STATEMENT_TIMEOUT_MS: '2500',
-          STORAGE_DB_RETRY_ATTEMPTS: '50',
+          STORAGE_DB_RETRY_ATTEMPTS: '20',
           STORAGE_STALL_AFTER_MS: '3000',
           STORAGE_PIPELINES: 'reviews',
         },
@@ -148,5 +148,5 @@ describe('a pool held by a blocked batch', () => {
       await admin.disconnect();
     }
     await waitUntil('/readyz answers 200 again', async () => (await get('/readyz')).status === 200, 30_000, 250);
-  });
+  }, 240_000);
 });
