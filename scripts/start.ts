@@ -3,7 +3,7 @@
  *
  * 1. A Kafka broker: `KAFKA_BROKERS` if set, else a single-node KRaft broker started from the
  *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092, controller
- *    port `KAFKA_CONTROLLER_PORT`, default a free one).
+ *    port `KAFKA_CONTROLLER_PORT`, default the port + 1).
  * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, or as
  *    root where the module says; port `EMBEDDED_PG_PORT`, default 54329).
  *    The two values the banner prints for the CLI (`KAFKA_BROKERS`, `DATABASE_URL` of this dev
@@ -51,7 +51,8 @@ const ALLOW_DEV_SQL = 'allow-dev-sql';
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
   const kafkaPort = portVariable(process.env, 'KAFKA_PORT', 9092);
-  const controllerPort = portVariable(process.env, 'KAFKA_CONTROLLER_PORT', 0);
+  // As `npm run kafka:start` does: the broker's port + 1, so another KAFKA_PORT collides with neither.
+  const controllerPort = portVariable(process.env, 'KAFKA_CONTROLLER_PORT', kafkaPort === 0 ? 0 : kafkaPort + 1);
   const postgresPort = portVariable(process.env, 'EMBEDDED_PG_PORT', 54329);
   const { ownDatabase } = await forgetOwnAddresses(process.env, { kafkaPort, postgresPort, say });
   if (process.env.DATABASE_URL && !ownDatabase && values[ALLOW_DEV_SQL] !== true) {
