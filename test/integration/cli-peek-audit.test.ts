@@ -85,8 +85,8 @@ describe('peek', () => {
         (p) => p.offset === '-1',
       ),
     ).toBe(true);
-    expect((await admin.listGroups()).groups.map((group) => group.groupId).filter((id) => id.includes('-peek-'))).toEqual(
-      groupsBefore.filter((id) => id.includes('-peek-')),
+    expect((await admin.listGroups()).groups.map((group) => group.groupId).filter((id) => id.startsWith('storage-consumer-peek-'))).toEqual(
+      groupsBefore.filter((id) => id.startsWith('storage-consumer-peek-')),
     );
   });
 
