@@ -35,6 +35,7 @@ export interface ProgressWatchOptions {
 const batchLog = (batch: InFlightBatch, now: number) => ({
   ...batchFields(batch),
   attempt: batch.attempt,
+  retries: batch.retries,
   batchAgeMs: now - batch.startedAt,
   attemptAgeMs: now - batch.attemptStartedAt,
   lastError: batch.lastError?.message,

@@ -73,7 +73,9 @@ export interface InFlightBatch {
    * waits for its redelivery excuses no missing fetch.
    */
   readonly busy: boolean;
-  /** Why the previous attempt was not stored, if one was not. */
+  /** Transient database errors retried inside the current attempt (in-process invocations). */
+  readonly retries: number;
+  /** Why the previous attempt, or the last retried try inside this one, was not stored, if one was not. */
   readonly lastError: RecordedError | undefined;
 }
 
@@ -341,6 +343,7 @@ export class PipelineProgress {
       attempt: same ? previous.attempt + 1 : 1,
       attemptStartedAt: at,
       busy: true,
+      retries: 0,
       lastError: same ? previous.lastError : undefined,
     };
     this.inFlight.set(batch.partition, entry);
@@ -379,6 +382,14 @@ export class PipelineProgress {
   /** An offset commit succeeded (also for a partial success). */
   committed(partition: number, next: string): void {
     this.partition(partition).committed = next;
+  }
+
+  /** A try of the attempt at the batch on `partition` failed transiently and is retried within the attempt. */
+  retried(partition: number, error: unknown): void {
+    const entry = this.inFlight.get(partition);
+    const recorded = recordError(error, this.clock.wall());
+    this.lastError = recorded;
+    if (entry !== undefined) this.inFlight.set(partition, { ...entry, retries: entry.retries + 1, lastError: recorded });
   }
 
   /** The attempt at the batch on `partition` was not stored; the loop backs off, then lets the batch go for its redelivery. */
@@ -641,11 +652,12 @@ export function evaluateProgress(
   return verdict('RUNNING', []);
 }
 
-/** `topic 3 offsets 100..199, attempt 2, 35 s old, last error: ...`: a batch in one phrase. */
+/** `topic 3 offsets 100..199, attempt 2 (1 database retry), 35 s old, last error: ...`: a batch in one phrase. */
 export function describeBatch(batch: InFlightBatch, now: number = systemClock.monotonic()): string {
   const error = batch.lastError === undefined ? '' : `, last error: ${batch.lastError.message}`;
+  const retries = batch.retries === 0 ? '' : ` (${batch.retries} database ${batch.retries === 1 ? 'retry' : 'retries'})`;
   return (
-    `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}, ` +
+    `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}${retries}, ` +
     `${seconds(now - batch.startedAt)} old${error}`
   );
 }

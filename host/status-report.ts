@@ -25,6 +25,8 @@ export interface InFlightStatus {
   readonly last_offset: string;
   readonly started_at: string;
   readonly attempt: number;
+  /** Transient database errors retried inside the current attempt (in-process); `last_error` is the latest. */
+  readonly retries: number;
   readonly last_error: StatusError | null;
 }
 
@@ -94,6 +96,7 @@ export interface ProgressFacts {
     /** Wall clock (ms since the epoch): shown, never measured. */
     readonly startedWallAt: number;
     readonly attempt: number;
+    readonly retries: number;
     readonly lastError: KeptError | undefined;
   }>;
   readonly partitions: ReadonlyArray<{
@@ -181,6 +184,7 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
               last_offset: batch.lastOffset,
               started_at: new Date(batch.startedWallAt).toISOString(),
               attempt: batch.attempt,
+              retries: batch.retries,
               last_error: statusError(batch.lastError),
             }
           : null,

@@ -6,9 +6,9 @@ import { migrationConnection, runMigrations } from '../shared/migrations/index.j
 import type { PipelineName } from '../shared/pipelines.js';
 import { systemClock } from './clock.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
-import { createKafka } from './kafka-connection.js';
+import { createKafka, memberClientId } from './kafka-connection.js';
 import { kafkaLogging } from './kafkajs/log-adapter.js';
-import type { Invoker } from './invoker.js';
+import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { groupPosition } from './lag.js';
 import type { GroupPosition } from './lag.js';
@@ -41,7 +41,7 @@ export const EXIT_FAILED = 1;
 export interface HostOptions {
   readonly logger?: CoreLogger;
   /** Builds each pipeline's invoker; default: in-process or Lambda, as the settings say. */
-  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics) => Invoker;
+  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics, progress?: RetryRecorder) => Invoker;
   /** Where the pipelines count their batches (the HTTP endpoint's `/metrics`); default: nowhere. */
   readonly metrics?: HostMetrics;
 }
@@ -184,10 +184,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {
-        kafka = createKafka(settings.kafka, kafkaLogging(logger));
+        kafka = createKafka(settings.kafka, { ...kafkaLogging(logger), clientId: memberClientId(settings.kafka.clientId) });
         for (const name of pipelines) {
           const pipelineMetrics = options.metrics?.pipeline(name);
-          const invoker = makeInvoker(name, settings, pipelineMetrics);
+          const invoker = makeInvoker(name, settings, pipelineMetrics, records[consumers.length]);
           invokers.push(invoker);
           consumers.push(
             createPipelineConsumer({

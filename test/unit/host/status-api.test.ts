@@ -212,6 +212,7 @@ describe('the status document', () => {
         firstOffset: '500',
         lastOffset: '999',
         startedWallAt: Date.parse('2026-12-01T12:00:00Z'),
+        retries: 2,
         attempt: 2,
         lastError: {
           message: 'Error: connect ECONNREFUSED 10.0.3.7:5432',
@@ -260,6 +261,7 @@ describe('the status document', () => {
       first_offset: '500',
       last_offset: '999',
       attempt: 2,
+      retries: 2,
       started_at: '2026-12-01T12:00:00.000Z',
     });
     expect(document.partitions[1]?.last_stored_at).toBe('2026-12-01T11:59:00.000Z');
