@@ -104,3 +104,35 @@ export function comparable(text: string): string {
     .join('\n')
     .replace(/\n+$/, '');
 }
+
+/** PostgreSQL types psql aligns to the right (int2, int4, int8, oid, float4, float8, numeric). */
+const NUMERIC_TYPES: ReadonlySet<number> = new Set([20, 21, 23, 26, 700, 701, 1700]);
+
+/**
+ * A result in psql's default aligned format: centred headers, ` | ` between columns, numbers to
+ * the right, NULL as nothing, and the `(N rows)` footer.
+ */
+export function renderPsqlTable(
+  fields: ReadonlyArray<{ readonly name: string; readonly dataTypeID: number }>,
+  rows: ReadonlyArray<ReadonlyArray<string | null>>,
+): string {
+  const width = (text: string) => [...text].length;
+  const widths = fields.map((field, column) => Math.max(width(field.name), ...rows.map((row) => width(row[column] ?? ''))));
+  const centre = (text: string, size: number) => {
+    const left = Math.floor((size - width(text)) / 2);
+    return ' '.repeat(left) + text + ' '.repeat(size - width(text) - left);
+  };
+  const cell = (text: string, column: number) => {
+    const size = widths[column] ?? 0;
+    const pad = ' '.repeat(size - width(text));
+    return NUMERIC_TYPES.has(fields[column]?.dataTypeID ?? 0) ? pad + text : text + pad;
+  };
+  const line = (cells: string[]) => ` ${cells.join(' | ')}`.replace(/\s+$/, '');
+  const out = [
+    line(fields.map((field, column) => centre(field.name, widths[column] ?? 0))),
+    widths.map((size) => '-'.repeat(size + 2)).join('+'),
+    ...rows.map((row) => line(row.map((value, column) => cell(value ?? '', column)))),
+    `(${rows.length} ${rows.length === 1 ? 'row' : 'rows'})`,
+  ];
+  return `${out.join('\n')}\n`;
+}
