@@ -96,11 +96,14 @@ export function splitCommand(line: string): { readonly env: Record<string, strin
   return { env, words };
 }
 
-/** Output compared as people read it: trailing spaces and runs of spaces do not count. */
+/**
+ * Output compared as people read it: trailing spaces, runs of spaces and the length of a table's
+ * rule (`-----+---`) do not count, so a normalised value of another width still compares equal.
+ */
 export function comparable(text: string): string {
   return text
     .split('\n')
-    .map((line) => line.replace(/\s+$/, '').replace(/ {2,}/g, ' '))
+    .map((line) => line.replace(/\s+$/, '').replace(/ {2,}/g, ' ').replace(/-{2,}/g, '--'))
     .join('\n')
     .replace(/\n+$/, '');
 }

@@ -105,6 +105,15 @@ async function drained(pipeline: PipelineName): Promise<void> {
   await waitForCommittedToEnd(stack.admin, stack.names.groups[pipeline], stack.names.topics[pipeline]);
 }
 
+/** Reviews keyed by their id and app stats by their package, as the producers send them: partitions follow the key. */
+const keyed = (values: ReadonlyArray<Record<string, unknown> | string>, key: (value: Record<string, unknown>) => string) =>
+  values.map((value) => ({
+    key: typeof value === 'string' ? 'raw' : key(value),
+    value: typeof value === 'string' ? value : JSON.stringify(value),
+  }));
+const byReviewId = (value: Record<string, unknown>) => String(value.review_id);
+const byPackage = (value: Record<string, unknown>) => String(value.package_name);
+
 const sql = (text: string, values: unknown[] = []) => stack.database.pool.query(text, values);
 
 const reviewOf = (index: number, app = WEATHER.package_name, extra: Record<string, unknown> = {}) => ({
@@ -133,9 +142,18 @@ async function holdLock(lock: string): Promise<pg.Client> {
  */
 const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
   async 'verify-ok'() {
-    await produce(stack.names.topics['app-stats'], jsonMessages([sampleAppStats()]));
-    await produce(stack.names.topics.reviews, jsonMessages([0, 1, 2, 3, 4, 5].map((index) => reviewOf(index))));
-    await produce(stack.names.topics['network-metrics'], jsonMessages([sampleNetworkMetrics()]));
+    await produce(stack.names.topics['app-stats'], keyed([sampleAppStats()], byPackage));
+    await produce(
+      stack.names.topics.reviews,
+      keyed(
+        [0, 1, 2, 3, 4, 5].map((index) => reviewOf(index)),
+        byReviewId,
+      ),
+    );
+    await produce(
+      stack.names.topics['network-metrics'],
+      keyed([sampleNetworkMetrics()], (value) => String(value.analysis_id)),
+    );
     await startedHost();
     for (const name of PIPELINE_NAMES) await drained(name);
   },
@@ -147,8 +165,9 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
         { partition: 0 },
       ),
     );
-    await produce(stack.names.topics['app-stats'], jsonMessages(['{"package_name": "com.example.weather"'], { partition: 1 }));
     await drained('reviews');
+    // After the reviews' letters, so the ids the sample shows are always the same.
+    await produce(stack.names.topics['app-stats'], jsonMessages(['{"package_name": "com.example.weather"'], { partition: 1 }));
     await drained('app-stats');
   },
   async 'dlq-redrive'() {
@@ -171,7 +190,13 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
   async 'replay-members'() {},
   async 'replay-skip'() {
     await stopHosts();
-    await produce(stack.names.topics.reviews, jsonMessages([10, 11, 12, 13, 14, 15].map((index) => reviewOf(index))));
+    await produce(
+      stack.names.topics.reviews,
+      keyed(
+        [10, 11, 12, 13, 14, 15].map((index) => reviewOf(index)),
+        byReviewId,
+      ),
+    );
   },
   async 'pause-status'() {
     await startedHost();
@@ -179,7 +204,7 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
   },
   async 'lock-diagnose'() {
     await holdLock('LOCK TABLE app_stats IN SHARE MODE');
-    await produce(stack.names.topics['app-stats'], jsonMessages([{ ...sampleAppStats(), crawled_at: '2026-11-30T07:00:00Z' }]));
+    await produce(stack.names.topics['app-stats'], keyed([{ ...sampleAppStats(), crawled_at: '2026-11-30T07:00:00Z' }], byPackage));
     const [host] = stack.hosts;
     await host?.waitForLog((line) => line.message === 'pipeline stalled' && line.pipeline === 'app-stats', 60_000);
   },
@@ -250,7 +275,9 @@ function normalise(text: string): string {
     .replace(/host-1:\d+/g, 'host-1:4711')
     .replace(/127\.0\.0\.1:(?!9464)\d+/g, '127.0.0.1:9092')
     .replace(/\b\d+ ms\b/g, '12 ms')
-    .replace(/ in \d+\.\d s\b/g, ' in 0.1 s');
+    .replace(/ in \d+\.\d s\b/g, ' in 0.1 s')
+    .replace(/\b(for|since) \d+ s\b/g, '$1 4 s')
+    .replace(/\b\d+ s (old|ago)\b/g, '4 s $1');
 }
 
 /** Runs `psql -c "<sql>"` on the stack's database (the sample's `DATABASE_URL`), printed as psql prints it. */
