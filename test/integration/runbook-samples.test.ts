@@ -198,8 +198,40 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
       ),
     );
   },
-  async 'pause-status'() {
+  async 'replay-devstack'() {
+    // npm start stopped with Ctrl-C and started again without reviews.
+    await stopHosts();
+    await startedHost({ STORAGE_PIPELINES: 'app-stats,network-metrics' });
+  },
+  async cutover() {
+    await stopHosts();
     await startedHost();
+    const legacy = [1, 2, 3].map((index) => ({ packageName: WEATHER.package_name, crawledAt: `2026-10-0${index}T00:00:00Z`, score: 4.2 }));
+    await produce(
+      stack.names.topics['app-stats'],
+      keyed(legacy, (value) => String(value.packageName)),
+    );
+    await drained('app-stats');
+    await sql("UPDATE dead_letter_events SET created_at = created_at - interval '2 days' WHERE reason = 'invalid_message'");
+  },
+  async 'pause-status'() {
+    await drained('reviews');
+  },
+  async 'forgotten-pause'() {
+    const quiet = { stdout: () => undefined, stderr: () => undefined, env: stack.env, interactive: false };
+    await main(['pause', 'network-metrics', '--reason', 'analyzer upgrade'], quiet);
+    // Three hours later, nobody resumed it.
+    await sql("UPDATE pipeline_pauses SET at = at - interval '3 hours'");
+  },
+  async 'schema-drift'() {
+    await sql('ALTER TABLE network_metrics RENAME COLUMN avg_rtt_ms TO avg_rtt_millis');
+  },
+  async 'rejected-by-database'() {
+    await sql("ALTER TABLE reviews ADD CONSTRAINT reviews_no_casino CHECK (content NOT LIKE '%casino%')");
+    await produce(
+      stack.names.topics.reviews,
+      keyed([reviewOf(20), reviewOf(21, WEATHER.package_name, { content: 'Best casino app ever!' }), reviewOf(22)], byReviewId),
+    );
     await drained('reviews');
   },
   async 'lock-diagnose'() {
@@ -289,6 +321,14 @@ async function runPsql(words: readonly string[], env: Record<string, string>): P
   await client.connect();
   try {
     const result = await client.query({ text, rowMode: 'array', types: { getTypeParser: () => (value: string) => value } });
+    if (result.fields.length === 0) {
+      // A command without rows: psql prints its tag (`ALTER TABLE`, `UPDATE 3`, `INSERT 0 1`).
+      // node-postgres keeps the tag's first word only; a DDL tag has the object's kind too.
+      const ddl = ['ALTER', 'CREATE', 'DROP'].includes(result.command);
+      const tag = ddl ? text.trim().split(/\s+/).slice(0, 2).join(' ').toUpperCase() : result.command;
+      const count = result.command === 'INSERT' ? `0 ${result.rowCount}` : result.rowCount;
+      return { code: 0, printed: `${tag}${['INSERT', 'UPDATE', 'DELETE'].includes(result.command) ? ` ${count}` : ''}\n` };
+    }
     return { code: 0, printed: renderPsqlTable(result.fields, result.rows as Array<Array<string | null>>) };
   } catch (error) {
     return { code: 1, printed: `ERROR:  ${(error as Error).message}\n` };
