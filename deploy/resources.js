@@ -2,7 +2,7 @@
 /**
  * Everything serverless.yml deploys per pipeline, generated from the pipelines' specs
  * (shared/pipelines.ts, loaded through tsx): the consumer function, its Kafka event source
- * mapping, its seven alarms and the ARNs its role needs. serverless.yml loads each export with
+ * mapping, its eight alarms and the ARNs its role needs. serverless.yml loads each export with
  * `${file(./deploy/resources.js):<name>}`; osls calls an exported function with a resolver (which
  * names the stage) and resolves the `${...}` variables in what it returns. What is the stage's
  * alone (its Kafka source, VPC, database, alarm topic) stays in deploy/params.yml; what is a
@@ -23,6 +23,7 @@ import { tsImport } from 'tsx/esm/api';
  * @property {string} minimumPollers The stage's `minimumPollers` parameter, else the spec's.
  * @property {string} maximumPollers The stage's `maximumPollers` parameter, else the spec's.
  * @property {number} lagAlarmThreshold The stage's offset-lag alarm threshold.
+ * @property {number} freshnessObjectiveSeconds The stage's freshness objective (the freshness alarm's threshold).
  */
 
 /**
@@ -76,6 +77,7 @@ async function loadPipelines(stage) {
       minimumPollers: `\${param:minimumPollers, ${spec.lambda.pollers.minimum}}`,
       maximumPollers: `\${param:maximumPollers, ${spec.lambda.pollers.maximum}}`,
       lagAlarmThreshold: valueForStage(spec.lagAlarmThreshold, stage),
+      freshnessObjectiveSeconds: valueForStage(spec.freshnessObjectiveSeconds, stage),
     };
   });
 }
@@ -257,7 +259,7 @@ const ANY_IN_FIVE_MINUTES = {
 const BATCH_METRIC = { ...ANY_IN_FIVE_MINUTES, Namespace: 'StorageConsumer/${sls:stage}' };
 
 /** @param {Pipeline} pipeline @returns {Record<string, object>} The pipeline's alarms' properties by logical id. */
-function alarmsOf({ id, name, lagAlarmThreshold }) {
+function alarmsOf({ id, name, lagAlarmThreshold, freshnessObjectiveSeconds }) {
   const alarmName = (/** @type {string} */ what) => `\${self:service}-\${sls:stage}-${name}-${what}`;
   const byFunction = [{ Name: 'FunctionName', Value: functionRef(id) }];
   const byPipeline = [
@@ -330,6 +332,23 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
       MetricName: 'BatchFailed',
       Dimensions: byPipeline,
     },
+    [`${id}FreshnessAlarm`]: {
+      ...ALARM_ACTIONS,
+      AlarmName: alarmName('freshness'),
+      AlarmDescription:
+        `${name} records reach PostgreSQL later than the stage's freshness objective (${freshnessObjectiveSeconds} s after their ` +
+        `Kafka timestamp): the p99 of the batches' oldest record, 10 minutes over it.`,
+      Namespace: 'StorageConsumer/${sls:stage}',
+      MetricName: 'RecordDelayMs',
+      Dimensions: byPipeline,
+      ExtendedStatistic: 'p99',
+      Period: 300,
+      EvaluationPeriods: 2,
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: freshnessObjectiveSeconds * 1000,
+      // No batch, no delay to judge: silence is the stalled alarm's.
+      TreatMissingData: 'notBreaching',
+    },
     [`${id}StalledAlarm`]: {
       ...ALARM_ACTIONS,
       AlarmName: alarmName('stalled'),
@@ -356,8 +375,9 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
 }
 
 /**
- * Seven alarms per consumer, the AWS form of "a half-alive pipeline counts as dead": errors,
- * throttles, duration, offset lag, dead letters, failed batches, and lag without invocations.
+ * Eight alarms per consumer, the AWS form of "a half-alive pipeline counts as dead": errors,
+ * throttles, duration, offset lag, dead letters, failed batches, freshness over the objective,
+ * and lag without invocations.
  */
 /** @param {Resolver} [resolver] */
 export async function alarms(resolver) {

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lagAlarmThresholds, stageGroups } from '../../cli/lag-thresholds.js';
 import { logicalId } from '../../shared/pipeline-spec.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
+import { valueForStage } from '../../shared/stages.js';
 import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
 import { migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
@@ -314,9 +315,9 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     }
   });
 
-  it("raises seven alarms per consumer, all to the stage's topic", () => {
+  it("raises eight alarms per consumer, all to the stage's topic", () => {
     const alarms = ofType(packaged[stage], 'AWS::CloudWatch::Alarm');
-    expect(alarms).toHaveLength(CONSUMERS.length * 7);
+    expect(alarms).toHaveLength(CONSUMERS.length * 8);
     for (const [id, alarm] of alarms) {
       expect(alarm.Properties.AlarmActions, id).toEqual([ALARM_TOPICS[stage]]);
       expect(alarm.Properties.OKActions, id).toEqual([ALARM_TOPICS[stage]]);
@@ -350,6 +351,17 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
           Threshold: 0,
         });
       }
+      // Freshness: the p99 of each batch's oldest record (aws/metrics.ts) over the spec's objective for the stage.
+      expect(alarm('Freshness')).toMatchObject({
+        Namespace: `StorageConsumer/${stage}`,
+        MetricName: BATCH_METRIC_NAMES.recordDelayMs,
+        Dimensions: byPipeline,
+        ExtendedStatistic: 'p99',
+        ComparisonOperator: 'GreaterThanThreshold',
+        Threshold: valueForStage(PIPELINES[pipeline].freshnessObjectiveSeconds, stage) * 1000,
+        TreatMissingData: 'notBreaching',
+      });
+      expect(alarm('Freshness').Statistic).toBeUndefined();
       const stalled = alarm('Stalled');
       expect(stalled.TreatMissingData).toBe('breaching');
       const metrics = stalled.Metrics as JsonObject[];
@@ -417,6 +429,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       'ConcurrentExecutions',
       'BatchDurationMs SampleCount',
       'Duration Maximum',
+      'RecordDelayMs p99',
     ];
     for (const { pipeline } of CONSUMERS)
       expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
