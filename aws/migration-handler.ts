@@ -11,6 +11,8 @@ import type { MigrationReport } from '../shared/migrations/model.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import { loadSettings } from '../shared/settings.js';
+import { loadSetting } from '../shared/setting.js';
+import { STORAGE_MIGRATIONS_DIR } from '../shared/setting-declarations.js';
 import type { CustomResourceOutcome } from './custom-resource.js';
 import { customResourceResponse, isCustomResourceEvent, sendCustomResourceResponse } from './custom-resource.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';
@@ -62,7 +64,7 @@ function readSetup(options: MigrationHandlerOptions): Setup {
   try {
     const settings = options.settings ?? loadSettings();
     const source = options.database ?? databaseSourceFromEnvironment(settings.database) ?? { settings: async () => settings.database };
-    const directory = options.directory ?? (process.env.STORAGE_MIGRATIONS_DIR || BUNDLED_MIGRATIONS);
+    const directory = options.directory ?? loadSetting(process.env, STORAGE_MIGRATIONS_DIR) ?? BUNDLED_MIGRATIONS;
     return { ok: true, settings, source, directory };
   } catch (error) {
     return { ok: false, error };

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
-import { loadSettings } from '../shared/settings.js';
-import type { Settings } from '../shared/settings.js';
+import { loadConsumerSettings } from '../host/pipeline-settings.js';
+import type { ConsumerSettings } from '../host/pipeline-settings.js';
 import type { CliIo } from './command.js';
 
 /**
@@ -27,7 +27,7 @@ export function cliLogLine(level: string, message: string, extra?: object): stri
 
 /** The settings and one small pool on the service's database, for the length of a command. */
 export interface DatabaseContext {
-  readonly settings: Settings;
+  readonly settings: ConsumerSettings;
   readonly pool: pg.Pool;
   readonly logger: CoreLogger;
 }
@@ -37,7 +37,7 @@ export interface DatabaseContext {
  * (`DATABASE_URL` or PG*, with the service's timeouts and UTC sessions); the pool is always ended.
  */
 export async function withDatabase<T>(io: CliIo, work: (context: DatabaseContext) => Promise<T>): Promise<T> {
-  const settings = loadSettings(io.env);
+  const settings = loadConsumerSettings(io.env);
   const logger = cliLogger(io);
   const pool = createPool(settings.database, logger, 'cli');
   try {

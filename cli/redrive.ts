@@ -10,7 +10,7 @@ import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Queryable } from '../shared/queryable.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
-import type { Settings } from '../shared/settings.js';
+import type { ConsumerSettings } from '../host/pipeline-settings.js';
 import type { DeadLetterFilter, StoredDeadLetter } from './dead-letter-store.js';
 import { isTruncated, listDeadLetters, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
 
@@ -120,7 +120,7 @@ function filterArguments(filter: DeadLetterFilter, pipeline: string): Record<str
 async function redrivePipeline(
   db: Queryable,
   name: PipelineName,
-  settings: Settings,
+  settings: ConsumerSettings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,
@@ -199,7 +199,7 @@ async function redrivePipeline(
  */
 export async function redriveDeadLetters(
   db: pg.Pool,
-  settings: Settings,
+  settings: ConsumerSettings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,

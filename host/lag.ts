@@ -5,7 +5,7 @@
  */
 import { AssignerProtocol } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import type { PipelineSettings } from '../shared/settings.js';
+import type { PipelineSettings } from './pipeline-settings.js';
 
 /** One member of a consumer group. */
 export interface GroupMember {

@@ -3,7 +3,7 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
-import type { PipelineSettings } from '../shared/settings.js';
+import type { PipelineSettings } from './pipeline-settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import { PipelineFailedError } from './pipeline-failure.js';

@@ -26,6 +26,9 @@ import { ensureTopics } from '../host/topics.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
+import { loadSetting } from '../shared/setting.js';
+import { DATABASE_URL } from '../shared/setting-declarations.js';
+import { loadConsumerSettings } from '../host/pipeline-settings.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const say = (line: string) => console.log(`[start] ${line}`);
@@ -46,7 +49,7 @@ const ALLOW_DEV_SQL = 'allow-dev-sql';
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
-  if (process.env.DATABASE_URL && values[ALLOW_DEV_SQL] !== true) {
+  if (loadSetting(process.env, DATABASE_URL) !== undefined && values[ALLOW_DEV_SQL] !== true) {
     throw new Error(
       'DATABASE_URL is set, and npm start would create the App API stand-in table and example apps in it (dev only). ' +
         `Unset DATABASE_URL to use the embedded PostgreSQL, or run npm start -- --${ALLOW_DEV_SQL} if that database is a throw-away one.`,
@@ -55,7 +58,7 @@ async function main(): Promise<number> {
   const logger = createHostLogger();
   installProcessGuards(logger);
   // Validate what we can before starting anything.
-  const storage = loadSettings();
+  const storage = loadConsumerSettings();
   say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
   const cluster = await ensureBroker({
     port: Number(process.env.KAFKA_PORT ?? 9092),
@@ -64,7 +67,7 @@ async function main(): Promise<number> {
   });
   let database: EmbeddedDatabase | undefined;
   try {
-    let url = process.env.DATABASE_URL;
+    let url = loadSetting(process.env, DATABASE_URL);
     if (!url) {
       say('starting the embedded PostgreSQL (data in .data/postgres)');
       database = await startEmbeddedPostgres({

@@ -1,6 +1,8 @@
 import { hostname, userInfo } from 'node:os';
 import type { Environment } from './env.js';
 import type { Queryable } from './queryable.js';
+import { loadSetting } from './setting.js';
+import { STORAGE_ACTOR } from './setting-declarations.js';
 
 /**
  * The audit trail (`operator_actions`, migration 0005): every operator action that changes
@@ -61,7 +63,7 @@ export interface OperatorActionEntry extends OperatorAction {
  * the operating-system user and host, `user@host`.
  */
 export function resolveActor(env: Environment): string {
-  const named = env.STORAGE_ACTOR?.trim();
+  const named = loadSetting(env, STORAGE_ACTOR);
   if (named) return named;
   let user: string;
   try {

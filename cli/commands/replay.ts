@@ -1,6 +1,6 @@
 import type { Admin } from 'kafkajs';
 import { recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
-import type { PipelineSettings } from '../../shared/settings.js';
+import type { PipelineSettings } from '../../host/pipeline-settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../../host/lag.js';

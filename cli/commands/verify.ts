@@ -11,7 +11,7 @@ import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { PIPELINES } from '../../shared/pipelines.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import type { Settings } from '../../shared/settings.js';
+import type { ConsumerSettings } from '../../host/pipeline-settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { cliLogger } from '../context.js';
@@ -48,7 +48,7 @@ export interface StepReport {
 type RenderedStep = StepReport & { readonly details?: string };
 
 interface VerifyContext {
-  readonly settings: Settings;
+  readonly settings: ConsumerSettings;
   readonly pipelines: readonly PipelineName[];
   readonly pool: pg.Pool;
   /** Connected by the first step that needs it, so an unreachable broker fails that step. */
