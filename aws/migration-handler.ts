@@ -16,6 +16,7 @@ import { STORAGE_MIGRATIONS_DIR } from '../shared/setting-declarations.js';
 import type { CustomResourceOutcome } from './custom-resource.js';
 import { customResourceResponse, isCustomResourceEvent, sendCustomResourceResponse } from './custom-resource.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';
+import { redactErrorText } from '../shared/redaction.js';
 
 /**
  * `migrations/` next to `handlers/`: true in the repository and in the function's package, where
@@ -116,7 +117,9 @@ async function bundledRelease(directory: string): Promise<{ hash: string; latest
  * function's timeout; a response PUT that fails is retried until 1 s before it, then logged.
  */
 export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
-  const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { function: 'migrate' } });
+  const logger =
+    options.logger ??
+    new Logger({ serviceName: 'storage-consumer', persistentKeys: { function: 'migrate' }, jsonReplacerFn: redactErrorText });
   const setup = readSetup(options);
   const migrationLog = {
     info: (message: string, extra: object = {}) => logger.info(message, { ...extra }),

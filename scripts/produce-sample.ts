@@ -31,7 +31,14 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   },
   { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(0, 17)), expect: 'row in reviews' },
   { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(5, 21)), expect: 'same review updated (thumbs 21)' },
-  { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(-5, 1)), expect: 'older version: skipped by the guard' },
+  {
+    pipeline: 'reviews',
+    key: reviewId,
+    value: JSON.stringify(review(-5, 1)),
+    expect:
+      'older version: not stored (in one batch with the update it counts as deduplicated, ' +
+      'in a later batch as skipped by the last_synced_at guard)',
+  },
   {
     pipeline: 'network-metrics',
     key: 'analysis',

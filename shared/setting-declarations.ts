@@ -182,7 +182,7 @@ export const STORAGE_REJECTION_LOG_LIMIT = setting({
   runtimes: everywhere,
   tier: 'advanced',
   area: 'database',
-  description: 'rejections per batch logged one by one; the rest in one line grouped by reason',
+  description: 'rejections per batch logged one by one; the rest in one line grouped by reason, with their partitions and offsets',
 });
 
 export const POWERTOOLS_LOG_LEVEL = setting({

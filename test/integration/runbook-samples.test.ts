@@ -256,8 +256,11 @@ beforeAll(async () => {
   await admin.connect();
   const heartbeats = await temporaryDirectory('runbook-');
   const [httpPort] = await freePorts(1);
+  const base = hostEnvironment({ databaseUrl: database.url, names, heartbeatDir: heartbeats.path });
+  // With the real names the overrides are the defaults: leave them out, as an operator's environment would.
+  if (OWN_BROKER) for (const name of Object.keys(base)) if (/^STORAGE_(TOPIC|GROUP)_/.test(name)) delete base[name];
   const env = {
-    ...hostEnvironment({ databaseUrl: database.url, names, heartbeatDir: heartbeats.path }),
+    ...base,
     STORAGE_HTTP_PORT: String(httpPort),
     STORAGE_HTTP_HOST: '127.0.0.1',
     // Short enough for a test, long enough to read: a lock shows as a stall within seconds.
@@ -303,6 +306,7 @@ function normalise(text: string): string {
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g, '2026-12-01T12:00:00.000Z')
     .replace(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\+00/g, '2026-12-01 12:00:00.000000+00')
     .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '00000000-0000-0000-0000-000000000000')
+    .replace(new RegExp(`storage-consumer-${host}-\\d+`, 'g'), 'storage-consumer-host-1-4711')
     .replaceAll(`${host}:`, 'host-1:')
     .replace(/host-1:\d+/g, 'host-1:4711')
     .replace(/127\.0\.0\.1:(?!9464)\d+/g, '127.0.0.1:9092')
