@@ -198,6 +198,9 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
       ),
     );
   },
+  async 'step-over'() {
+    // The hosts stay stopped (replay-skip): the group is empty.
+  },
   async 'replay-devstack'() {
     // npm start stopped with Ctrl-C and started again without reviews.
     await stopHosts();
