@@ -101,9 +101,10 @@ export async function listOperatorActions(
     arguments: Record<string, unknown>;
     outcome: OperatorActionOutcome;
   }>(
+    // Qualified: a bare `id` would be the text output column, and "newest" would sort "9" above "10".
     `SELECT * FROM (
        SELECT id::text AS id, time, actor, command, arguments, outcome FROM operator_actions
-        WHERE $1::timestamptz IS NULL OR time >= $1 ORDER BY id DESC LIMIT $2
+        WHERE $1::timestamptz IS NULL OR time >= $1 ORDER BY operator_actions.id DESC LIMIT $2
      ) AS newest ORDER BY id::bigint`,
     [filter.since ?? null, filter.limit ?? 1000],
   );

@@ -125,7 +125,7 @@ describe('runMigrations', () => {
                      ORDER BY k.ord) AS columns
          FROM pg_constraint c
         WHERE c.contype = 'u' AND c.connamespace = $1::regnamespace
-        ORDER BY 1`,
+        ORDER BY c.conrelid::regclass::text`,
       [schema.schema],
     );
     expect(uniqueKeys.rows).toEqual([
@@ -145,7 +145,7 @@ describe('runMigrations', () => {
          FROM pg_constraint c
          JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
         WHERE c.contype = 'f' AND c.connamespace = $1::regnamespace AND cardinality(c.conkey) = 1
-        ORDER BY 1`,
+        ORDER BY c.conrelid::regclass::text`,
       [schema.schema],
     );
     expect(foreignKeys.rows).toEqual(
