@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { AuditUnavailableError } from '../shared/operator-actions.js';
 import type { PauseChangeResult } from '../shared/pause-store.js';
 
 /**
@@ -172,6 +173,16 @@ export async function handlePipelinesRequest(
     result = await target.control(name, action === 'pause', by, reason);
   } catch (error) {
     // The driver's message can name the database's address: the answer gives its code only.
+    if (error instanceof AuditUnavailableError) {
+      // Audit before acting: the HTTP API has no --no-audit, an unrecorded change is refused.
+      send(response, 503, {
+        error:
+          `the ${action} was refused: its audit entry could not be written to operator_actions (${error.code ?? 'no code'}); ` +
+          'nothing changed',
+        audit: 'unavailable',
+      });
+      return true;
+    }
     send(response, 503, { error: `the ${action} could not be written to pipeline_pauses: ${errorCode(error)}; nothing changed` });
     return true;
   }

@@ -157,13 +157,14 @@ describe('runMigrations', () => {
       })),
     );
 
-    expect(MIGRATION_FILES.slice(0, 6)).toEqual([
+    expect(MIGRATION_FILES.slice(0, 7)).toEqual([
       '0001_app_stats.sql',
       '0002_reviews.sql',
       '0003_network_metrics.sql',
       '0004_dead_letter_events.sql',
       '0005_operator_actions.sql',
       '0006_pipeline_pauses.sql',
+      '0007_operator_action_state.sql',
     ]);
     expect(await trackingRows(schema)).toEqual(
       await Promise.all(
