@@ -14,7 +14,6 @@ import { sampleReview } from '../helpers/messages.js';
 
 const LETTERS = 1_500;
 const FIRST_ID = 5;
-const LAST_ID = FIRST_ID + LETTERS - 1;
 /** Every 15th letter is an app-stats invalid_json letter (100 of them); the rest reviews unknown_application. */
 const isAppStats = (index: number) => index % 15 === 7;
 const LATE = { id: 303, package_name: 'com.example.size-late' };
