@@ -12,7 +12,8 @@ import type { PauseChangeResult } from '../shared/pause-store.js';
  *   lag, the batch in flight, and the last error with its stack (`trace`);
  * - `PUT /pipelines/{pipeline}/pause` and `/resume`: 202; they write `pipeline_pauses`, which
  *   every host obeys. They need `Authorization: Bearer <STORAGE_HTTP_CONTROL_TOKEN>`: 403 when
- *   no token is configured (control is off), 401 when the header is missing or wrong.
+ *   no token is configured (control is off), 401 when the header is missing or wrong; 503 with
+ *   a JSON error when the change or its audit entry cannot be written (no entry, no change).
  * An unknown pipeline (or one this host does not run) is a 404 with a JSON body.
  */
 
