@@ -43,7 +43,8 @@ USER node
 STOPSIGNAL SIGTERM
 # The host's HTTP endpoint (STORAGE_HTTP_PORT): /healthz, /readyz, Prometheus /metrics.
 EXPOSE 9464
-# Every pipeline of STORAGE_PIPELINES has a fresh heartbeat file (16 s at the defaults).
+# Every pipeline of STORAGE_PIPELINES has a fresh heartbeat file (16 s at the defaults) of the one
+# host process in the container (files are <pipeline>.<pid>.heartbeat; no --pid needed here).
 HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 \
   CMD ["node", "bin/storage-consumer.js", "healthcheck"]
 ENTRYPOINT ["node", "--max-semi-space-size=4", "dist/host/main.js"]

@@ -78,18 +78,24 @@ export function customResourceResponse(
 
 /** The wait before the first retry of the response PUT (then 1 s, 2 s). */
 const RESPONSE_RETRY_BASE_MS = 500;
+/** An attempt with less time than this left before the deadline is not started. */
+const LEAST_ATTEMPT_MS = 250;
 
 /** Options of `sendCustomResourceResponse`. */
 export interface SendOptions {
   readonly attempts?: number;
+  /** One attempt's bound (the presigned S3 URL answers in well under a second). */
   readonly timeoutMs?: number;
+  /** Epoch ms by which every attempt, and the waits between them, must have ended. */
+  readonly deadline?: number;
   readonly onRetry?: (attempt: number, error: unknown) => void;
 }
 
 /**
- * PUTs the response to the presigned ResponseURL, retrying network errors and 5xx. The body is
- * sent as bytes with an empty content type, as the presigned S3 URL expects. Throws when every
- * attempt failed: then only the resource's ServiceTimeout ends the stack operation.
+ * PUTs the response to the presigned ResponseURL, retrying network errors, timeouts and 5xx
+ * within `deadline`. The body is sent as bytes with an empty content type, as the presigned S3
+ * URL expects. Throws, saying how many attempts were made, when none was accepted: then only the
+ * resource's ServiceTimeout ends the stack operation.
  */
 export async function sendCustomResourceResponse(
   responseUrl: string,
@@ -98,14 +104,20 @@ export async function sendCustomResourceResponse(
 ): Promise<void> {
   const body = Buffer.from(JSON.stringify(response), 'utf8');
   const attempts = options.attempts ?? 4;
-  let lastError: unknown;
+  const deadline = options.deadline ?? Number.POSITIVE_INFINITY;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  let lastError: unknown = new Error('no time was left to attempt it');
+  let made = 0;
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
+    const left = deadline - Date.now();
+    if (left < LEAST_ATTEMPT_MS) break;
+    made = attempt;
     try {
       const reply = await fetch(responseUrl, {
         method: 'PUT',
         body,
         headers: { 'content-type': '', 'content-length': String(body.length) },
-        signal: AbortSignal.timeout(options.timeoutMs ?? 10_000),
+        signal: AbortSignal.timeout(Math.min(timeoutMs, left)),
       });
       if (reply.ok) return;
       lastError = new Error(`ResponseURL answered ${reply.status} ${reply.statusText}`);
@@ -114,9 +126,13 @@ export async function sendCustomResourceResponse(
       lastError = error;
     }
     if (attempt < attempts) {
+      const wait = backoffDelayMs(attempt, RESPONSE_RETRY_BASE_MS);
+      if (deadline - Date.now() - wait < LEAST_ATTEMPT_MS) break;
       options.onRetry?.(attempt, lastError);
-      await sleep(backoffDelayMs(attempt, RESPONSE_RETRY_BASE_MS));
+      await sleep(wait);
     }
   }
-  throw new Error(`could not deliver the custom resource response: ${String(lastError)}`, { cause: lastError });
+  throw new Error(`could not deliver the custom resource response (${made} attempt${made === 1 ? '' : 's'}): ${String(lastError)}`, {
+    cause: lastError,
+  });
 }

@@ -15,6 +15,7 @@ export const BATCH_METRIC_NAMES = {
   alreadyDeadLettered: 'AlreadyDeadLettered',
   durationMs: 'BatchDurationMs',
   failed: 'BatchFailed',
+  recordDelayMs: 'RecordDelayMs',
 } as const;
 
 /** Namespace when `POWERTOOLS_METRICS_NAMESPACE` is unset (the deployment sets it per stage). */
@@ -36,8 +37,13 @@ export function createPipelineMetrics(
 }
 
 /**
- * Adds one batch's counters. `BatchFailed` is 0 or 1 on every batch: a failure answered in the
- * `report` form is not a Lambda error, so only this metric (and its alarm) shows it.
+ * Adds one batch's counters and its freshness. `RecordDelayMs` is the batch's oldest record
+ * at COMMIT (COMMIT time minus its Kafka timestamp), one value per stored batch, absent when
+ * no record had a timestamp: CloudWatch's `Maximum` of it is the worst record's delay, its
+ * `p99` the 99th percentile of the batches' worst records, never below the records' own p99
+ * (the `<pipeline>-freshness` alarm reads it; docs/operations.md, "Freshness").
+ * `BatchFailed` is 0 or 1 on every batch: a failure answered in the `report` form is not a
+ * Lambda error, so only this metric (and its alarm) shows it.
  * `DeadLettered` counts the letters the batch stored; a replayed poison record whose letter
  * already exists counts as `AlreadyDeadLettered`, so a replay does not fire the dead-letter alarm.
  */
@@ -50,4 +56,6 @@ export function recordBatchMetrics(metrics: Metrics, report: BatchReport): void 
   metrics.addMetric(BATCH_METRIC_NAMES.alreadyDeadLettered, MetricUnit.Count, report.alreadyDeadLettered);
   metrics.addMetric(BATCH_METRIC_NAMES.durationMs, MetricUnit.Milliseconds, report.durationMs);
   metrics.addMetric(BATCH_METRIC_NAMES.failed, MetricUnit.Count, report.failed ? 1 : 0);
+  const { maxMs } = report.recordDelays;
+  if (maxMs !== undefined) metrics.addMetric(BATCH_METRIC_NAMES.recordDelayMs, MetricUnit.Milliseconds, maxMs);
 }

@@ -2,9 +2,10 @@ import { fileURLToPath } from 'node:url';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
-import type { CloudFormationCustomResourceEvent, Context } from 'aws-lambda';
+import type { CloudFormationCustomResourceEvent, CloudFormationCustomResourceUpdateEvent, Context } from 'aws-lambda';
 import { isAuthenticationFailure } from '../shared/error-classification.js';
-import { migrationsHash } from '../shared/migrations/files.js';
+import { hashMigrationSet } from '../shared/migrations/checksum.js';
+import { loadMigrations } from '../shared/migrations/files.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { MigrationReport } from '../shared/migrations/model.js';
 import type { DatabaseSource } from '../shared/runtime.js';
@@ -21,10 +22,22 @@ import { databaseSourceFromEnvironment } from './secret-database.js';
 const BUNDLED_MIGRATIONS = fileURLToPath(new URL('../migrations/', import.meta.url));
 
 /**
- * Time kept back from the function's timeout once the deadline strikes: to end the migration
- * session (up to 10 s, see `endSession`) and to answer CloudFormation before Lambda kills us.
+ * The migration's deadline lies this far before the function's timeout: up to 10 s to end the
+ * migration session (see `endSession`), then the answer to CloudFormation.
  */
-const RESPONSE_RESERVE_MS = 15_000;
+const MIGRATION_RESERVE_MS = 20_000;
+
+/**
+ * CloudFormation is answered this far before the function's timeout whatever the migration is
+ * doing: the guard's FAILED if no outcome came by then (something ignored the deadline).
+ */
+const ANSWER_RESERVE_MS = 8_000;
+
+/** Every response attempt has ended this far before the function's timeout. */
+const RESPONSE_MARGIN_MS = 1_000;
+
+/** One response attempt's bound: a presigned S3 URL answers in well under a second. */
+const RESPONSE_ATTEMPT_TIMEOUT_MS = 3_000;
 
 /**
  * The server's own statement and lock timeouts stay this far below the budget; also the least
@@ -58,17 +71,47 @@ function readSetup(options: MigrationHandlerOptions): Setup {
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
+/** The migrations a request asks for: `LatestMigration`, the highest version in its release's `migrations/`. */
+function latestMigrationOf(properties: Record<string, unknown> | undefined): number | undefined {
+  const value = properties?.LatestMigration;
+  const number = typeof value === 'number' ? value : typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  return Number.isSafeInteger(number) ? number : undefined;
+}
+
+/**
+ * True when an Update asks for older migrations than the request before it: CloudFormation
+ * rolling back (or an older release deployed). Decided from the request alone, so the same
+ * answer comes from the new code and the old, and with no database at hand: a rollback after a
+ * failed connection must not need that connection. A request without `LatestMigration` after
+ * one with it comes from a release before the property existed, which is older too.
+ */
+function asksForOlderMigrations(event: CloudFormationCustomResourceUpdateEvent): boolean {
+  const requested = latestMigrationOf(event.ResourceProperties);
+  const previous = latestMigrationOf(event.OldResourceProperties);
+  if (previous === undefined) return false;
+  return requested === undefined || requested < previous;
+}
+
+/** The bundled migrations as the custom resource describes them. */
+async function bundledRelease(directory: string): Promise<{ hash: string; latest: number }> {
+  const files = await loadMigrations(directory);
+  return { hash: hashMigrationSet(files), latest: Math.max(0, ...files.map((file) => file.version)) };
+}
+
 /**
  * The `migrate` function. Invoked by the deploy-time custom resource, it answers the
- * ResponseURL itself: Create/Update migrate and report SUCCESS, or FAILED with the error's
- * message (which rolls the deploy back before any consumer is touched); Delete is a no-op
- * SUCCESS (the schema outlives the stack). Invoked directly (`sls invoke -f migrate`), it
- * migrates and returns the report, or fails.
+ * ResponseURL itself, exactly once: Create/Update migrate and report SUCCESS, or FAILED with the
+ * error's message (which rolls the deploy back before any consumer is touched); an Update asking
+ * for older migrations than the one before it (a rollback) and Delete are SUCCESS without
+ * touching the schema. Invoked directly (`sls invoke -f migrate`), it migrates and returns the
+ * report, or fails.
  *
  * CloudFormation is never left waiting: a bad setting does not stop the module from loading,
- * it is answered as FAILED naming the variable; and at its deadline a migration is stopped
- * for good (statement cancelled, transaction rolled back, lock released) before FAILED is
- * answered, so a migration that answered FAILED never commits afterwards.
+ * it is answered as FAILED naming the variable; the secret read and the migration run under one
+ * deadline, at which the migration is stopped for good (statement cancelled, transaction rolled
+ * back, lock released) before FAILED is answered, so a migration that answered FAILED never
+ * commits afterwards; whatever ignores that deadline, FAILED is answered 8 s before the
+ * function's timeout; a response PUT that fails is retried until 1 s before it, then logged.
  */
 export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
   const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { function: 'migrate' } });
@@ -78,9 +121,10 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
     warn: (message: string, extra: object = {}) => logger.warn(message, { ...extra }),
   };
 
-  const migrate = async (context: Context): Promise<MigrationReport> => {
+  /** Migrates within the time left before `endsAt` (the function's timeout, epoch ms). */
+  const migrate = async (endsAt: number): Promise<MigrationReport> => {
     if (!setup.ok) throw setup.error;
-    const budgetMs = context.getRemainingTimeInMillis() - RESPONSE_RESERVE_MS;
+    const budgetMs = endsAt - Date.now() - MIGRATION_RESERVE_MS;
     if (budgetMs < 2 * SERVER_TIMEOUT_MARGIN_MS) {
       throw new Error(`the function's timeout leaves ${Math.max(0, budgetMs / 1000).toFixed(1)} s to migrate: raise it`);
     }
@@ -94,7 +138,8 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
     // container be frozen or killed before it could cancel them.
     const serverBound = budgetMs - SERVER_TIMEOUT_MARGIN_MS;
     const once = async () => {
-      const database = await source.settings();
+      // Under the deadline too: a Secrets Manager endpoint that never answers is abandoned at it.
+      const database = await source.settings({ signal: deadline.signal });
       const connection = migrationConnection(database, {
         statementTimeoutMs: serverBound,
         lockTimeoutMs: Math.min(serverBound, database.migrationLockTimeoutMs),
@@ -114,45 +159,96 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
     }
   };
 
-  const answer = async (event: CloudFormationCustomResourceEvent, context: Context): Promise<CustomResourceOutcome> => {
+  const answer = async (event: CloudFormationCustomResourceEvent, endsAt: number): Promise<CustomResourceOutcome> => {
     if (event.RequestType === 'Delete') {
       logger.info('custom resource deleted; the schema and its data are kept');
       return { status: 'SUCCESS', reason: 'schema kept' };
     }
+    if (event.RequestType === 'Update' && asksForOlderMigrations(event)) {
+      const requested = latestMigrationOf(event.ResourceProperties);
+      const previous = latestMigrationOf(event.OldResourceProperties);
+      logger.warn('the update asks for older migrations than the one before it (a rollback); leaving the schema as it is', {
+        requestedLatestMigration: requested ?? null,
+        previousLatestMigration: previous ?? null,
+      });
+      return {
+        status: 'SUCCESS',
+        reason: `rollback to migrations up to ${requested ?? 'an older release'} from ${previous}: schema left as it is`,
+        data: { MigrationsHash: String(event.ResourceProperties.MigrationsHash ?? ''), LatestMigration: String(requested ?? '') },
+      };
+    }
     if (!setup.ok) throw setup.error;
-    const bundledHash = await migrationsHash(setup.directory);
+    const bundled = await bundledRelease(setup.directory);
     const requestedHash: unknown = event.ResourceProperties.MigrationsHash;
-    if (event.RequestType === 'Update' && requestedHash !== bundledHash) {
-      // A rollback: CloudFormation restores the old properties while this code may still be the
-      // new one. Migrations only go forward, and the schema they left stays compatible.
+    if (event.RequestType === 'Update' && requestedHash !== bundled.hash) {
+      // The new code answering a rollback's old properties that carry no LatestMigration (a
+      // release from before it). Migrations only go forward, and the schema they left stays compatible.
       logger.warn('migrations hash differs from the bundled files (a rollback); leaving the schema as it is', {
         requestedHash,
-        bundledHash,
+        bundledHash: bundled.hash,
       });
-      return { status: 'SUCCESS', reason: 'rollback: schema left as it is', data: { MigrationsHash: bundledHash } };
+      return { status: 'SUCCESS', reason: 'rollback: schema left as it is', data: { MigrationsHash: bundled.hash } };
     }
-    const report = await migrate(context);
+    const report = await migrate(endsAt);
     return {
       status: 'SUCCESS',
       reason: `applied ${report.applied.length}, already applied ${report.alreadyApplied}`,
-      data: { MigrationsHash: bundledHash, Applied: report.applied.map((file) => file.version).join(',') },
+      data: {
+        MigrationsHash: bundled.hash,
+        LatestMigration: String(bundled.latest),
+        Applied: report.applied.map((file) => file.version).join(','),
+      },
     };
   };
 
-  return middy(async (event: unknown, context: Context): Promise<MigrationReport | undefined> => {
-    if (!isCustomResourceEvent(event)) return migrate(context);
-    logger.info('custom resource request', { requestType: event.RequestType, logicalResourceId: event.LogicalResourceId });
-    let outcome: CustomResourceOutcome;
-    try {
-      outcome = await answer(event, context);
-    } catch (error) {
-      logger.error('migration failed', { error: error instanceof Error ? error : String(error) });
-      outcome = { status: 'FAILED', reason: messageOf(error) };
-    }
-    await sendCustomResourceResponse(event.ResponseURL, customResourceResponse(event, outcome, context.logStreamName), {
-      onRetry: (attempt, error) => logger.warn('ResponseURL not reached; retrying', { attempt, error: String(error) }),
+  /**
+   * The outcome of `answer`, or FAILED at `ANSWER_RESERVE_MS` before the timeout if it has not
+   * come by then: whichever is first is the one answer CloudFormation gets.
+   */
+  const outcomeInTime = async (event: CloudFormationCustomResourceEvent, endsAt: number): Promise<CustomResourceOutcome> => {
+    let guard: NodeJS.Timeout | undefined;
+    const late = new Promise<CustomResourceOutcome>((resolve) => {
+      guard = setTimeout(
+        () => {
+          const reason = `no outcome ${Math.round(ANSWER_RESERVE_MS / 1000)} s before the function's timeout; answering FAILED`;
+          logger.error('migration did not settle in time', { reason });
+          resolve({ status: 'FAILED', reason: `the migration did not settle: ${reason}` });
+        },
+        Math.max(0, endsAt - Date.now() - ANSWER_RESERVE_MS),
+      );
     });
-    logger.info('custom resource answered', { status: outcome.status });
+    const settled = answer(event, endsAt).catch((error: unknown): CustomResourceOutcome => {
+      logger.error('migration failed', { error: error instanceof Error ? error : String(error) });
+      return { status: 'FAILED', reason: messageOf(error) };
+    });
+    try {
+      return await Promise.race([settled, late]);
+    } finally {
+      clearTimeout(guard);
+    }
+  };
+
+  return middy(async (event: unknown, context: Context): Promise<MigrationReport | undefined> => {
+    const endsAt = Date.now() + context.getRemainingTimeInMillis();
+    if (!isCustomResourceEvent(event)) return migrate(endsAt);
+    logger.info('custom resource request', { requestType: event.RequestType, logicalResourceId: event.LogicalResourceId });
+    const outcome = await outcomeInTime(event, endsAt);
+    const response = customResourceResponse(event, outcome, context.logStreamName);
+    try {
+      await sendCustomResourceResponse(event.ResponseURL, response, {
+        deadline: endsAt - RESPONSE_MARGIN_MS,
+        timeoutMs: RESPONSE_ATTEMPT_TIMEOUT_MS,
+        onRetry: (attempt, error) => logger.warn('ResponseURL not reached; retrying', { attempt, error: String(error) }),
+      });
+    } catch (error) {
+      // Nothing more can be done from here: CloudFormation fails the resource at its ServiceTimeout.
+      logger.error('custom resource response not delivered; CloudFormation waits for the ServiceTimeout', {
+        status: outcome.status,
+        error: messageOf(error),
+      });
+      return undefined;
+    }
+    logger.info('custom resource answered', { status: outcome.status, reason: response.Reason });
     return undefined;
   }).use(injectLambdaContext(logger));
 }

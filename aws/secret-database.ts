@@ -2,11 +2,11 @@
  * Database credentials from AWS Secrets Manager, plugged into the pipeline as a `DatabaseSource`.
  * Lives outside `shared/` because it needs the AWS SDK; the core only sees the interface.
  */
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { z } from 'zod';
 import type { Environment } from '../shared/env.js';
 import { readVariable } from '../shared/env.js';
-import { ConfigurationError } from '../shared/errors.js';
+import { ConfigurationError, StorageConsumerError } from '../shared/errors.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import type { DatabaseSettings } from '../shared/settings.js';
 
@@ -29,11 +29,53 @@ const databaseSecret = z.object({
 /** The secret as parsed; exported for tests. */
 export type DatabaseSecret = z.infer<typeof databaseSecret>;
 
-/** Reads a secret's value; `forceFetch` bypasses any cache (after a rotation). */
-export type SecretFetcher = (secretId: string, options: { readonly forceFetch: boolean }) => Promise<unknown>;
+/**
+ * Reads a secret's value; `forceFetch` bypasses any cache (after a rotation); `signal`, when
+ * given, abandons the read (the migration's deadline).
+ */
+export type SecretFetcher = (
+  secretId: string,
+  options: { readonly forceFetch: boolean; readonly signal?: AbortSignal },
+) => Promise<unknown>;
 
-/** Powertools Parameters: one GetSecretValue per call here, since this module does the caching. */
-const fetchWithPowertools: SecretFetcher = (secretId, { forceFetch }) => getSecret(secretId, { transform: 'json', forceFetch });
+/**
+ * The Secrets Manager client's bounds. The SDK's HTTP handler has no connect or request timeout
+ * of its own, and a request timeout only warns unless told to throw: an endpoint that accepts TCP
+ * and never answers (a security group or a VPC endpoint policy gone wrong) would hold a read for
+ * as long as the function lives. Two attempts of at most 3 s + 5 s each keep a cold container's
+ * first batch well inside its timeout.
+ */
+export const SECRETS_CLIENT_BOUNDS = { connectionTimeoutMs: 3_000, requestTimeoutMs: 5_000, maxAttempts: 2 } as const;
+
+/**
+ * GetSecretValue through the AWS SDK, with the bounds above and the caller's abort signal passed
+ * down to the request. No cache here: {@link secretDatabaseSource} keeps the value.
+ */
+function sdkSecretFetcher(): SecretFetcher {
+  let client: SecretsManagerClient | undefined;
+  return async (secretId, { signal }) => {
+    client ??= new SecretsManagerClient({
+      maxAttempts: SECRETS_CLIENT_BOUNDS.maxAttempts,
+      requestHandler: {
+        connectionTimeout: SECRETS_CLIENT_BOUNDS.connectionTimeoutMs,
+        requestTimeout: SECRETS_CLIENT_BOUNDS.requestTimeoutMs,
+        // Without it, smithy's handler only logs a warning when the request timeout passes and
+        // keeps waiting.
+        throwOnRequestTimeout: true,
+      },
+    });
+    const output = await client.send(new GetSecretValueCommand({ SecretId: secretId }), signal ? { abortSignal: signal } : {});
+    if (output.SecretString === undefined) {
+      throw new ConfigurationError(`database secret ${secretId} has no SecretString: store it as JSON text`);
+    }
+    try {
+      return JSON.parse(output.SecretString) as unknown;
+    } catch {
+      // Never echo the value: it holds a password.
+      throw new ConfigurationError(`database secret ${secretId} is not JSON: store username and password as a JSON object`);
+    }
+  };
+}
 
 /** Options of `secretDatabaseSource`. */
 export interface SecretDatabaseSourceOptions {
@@ -41,6 +83,34 @@ export interface SecretDatabaseSourceOptions {
   /** Timeouts, pool size, TLS, and the endpoint when the secret names none (`DATABASE_URL`). */
   readonly base: DatabaseSettings;
   readonly fetchSecret?: SecretFetcher;
+}
+
+/**
+ * A secret read that failed or was abandoned at the caller's deadline; the message names the
+ * secret. The cause's `code` is kept (an SDK timeout is `ETIMEDOUT`), so a consumer's retry policy
+ * (shared/error-classification.ts) sees the same error class as before.
+ */
+class SecretReadError extends StorageConsumerError {
+  readonly code: string | undefined;
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = 'SecretReadError';
+    const code = typeof cause === 'object' && cause !== null && 'code' in cause ? cause.code : undefined;
+    this.code = typeof code === 'string' ? code : undefined;
+  }
+}
+
+/** What a failed read says: abandoned at the deadline (with its reason), or the SDK's error. */
+function secretReadError(secretId: string, error: unknown, signal: AbortSignal | undefined): unknown {
+  if (error instanceof ConfigurationError) return error; // already names the secret
+  const why = (reason: unknown) => (reason instanceof Error ? reason.message : String(reason));
+  if (signal?.aborted) {
+    return new SecretReadError(
+      `reading the database secret ${secretId} from Secrets Manager did not finish: ${why(signal.reason)}`,
+      signal.reason,
+    );
+  }
+  return new SecretReadError(`reading the database secret ${secretId} from Secrets Manager failed: ${why(error)}`, error);
 }
 
 /**
@@ -67,12 +137,12 @@ export function connectionStringWithSecret(base: string | undefined, secret: Dat
  * failed fetch is not cached, so the next batch tries again.
  */
 export function secretDatabaseSource(options: SecretDatabaseSourceOptions): DatabaseSource {
-  const fetchSecret = options.fetchSecret ?? fetchWithPowertools;
+  const fetchSecret = options.fetchSecret ?? sdkSecretFetcher();
   let cached: Promise<DatabaseSettings> | undefined;
   let forceFetch = false;
 
-  const load = async (): Promise<DatabaseSettings> => {
-    const raw = await fetchSecret(options.secretId, { forceFetch });
+  const load = async (signal: AbortSignal | undefined): Promise<DatabaseSettings> => {
+    const raw = await fetchSecret(options.secretId, signal ? { forceFetch, signal } : { forceFetch });
     forceFetch = false;
     const parsed = databaseSecret.safeParse(raw);
     if (!parsed.success) {
@@ -84,10 +154,11 @@ export function secretDatabaseSource(options: SecretDatabaseSourceOptions): Data
   };
 
   return {
-    settings: () => {
-      cached ??= load().catch((error: unknown) => {
+    settings: ({ signal } = {}) => {
+      cached ??= load(signal).catch((error: unknown) => {
         cached = undefined;
-        throw error;
+        // The SDK rejects an aborted request with its own AbortError; the deadline's reason says more.
+        throw secretReadError(options.secretId, error, signal);
       });
       return cached;
     },

@@ -6,6 +6,8 @@
  *  - end-to-end reviews/s: from the first produce to the last review committed in PostgreSQL;
  *  - network-metrics latency during the flood: producer send -> row committed and visible
  *    (a bench-only trigger NOTIFYs on insert; PostgreSQL delivers a notification at COMMIT);
+ *  - beside it, the host's own freshness metric of the same records (storage_consumer_record_delay_seconds,
+ *    scraped from its /metrics before and at the end of the flood) and whether the two agree;
  *  - the host's peak RSS (VmHWM of the process);
  *  - in the same run, the handler alone on the same records (in-process, 500-record events);
  *  - the drain: the same reviews produced first (untimed) to a fresh topic; the host starts and
@@ -26,6 +28,7 @@ import { readFile } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
@@ -33,11 +36,14 @@ import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { freePorts } from '../dev/free-ports.js';
 import { ensureBroker } from '../dev/kafka/broker.js';
+import { heartbeatFile } from '../host/heartbeat.js';
 import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
 import { ensureTopics } from '../host/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import { createPipelineHandler } from '../aws/batch-handler.js';
 import { loadSettings } from '../shared/settings.js';
+import type { FreshnessComparison } from './freshness.js';
+import { compareFreshness, delaysBetween, scrapeDelays } from './freshness.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
 import {
   APPS,
@@ -190,12 +196,13 @@ async function spawnHost(brokers: readonly string[], url: string, run: string, t
   const exited = new Promise<number | null>((resolve) => host.on('exit', resolve));
   return {
     host,
+    metricsUrl: `http://127.0.0.1:${httpPort}/metrics`,
     /** Waits until every pipeline has joined: the heartbeat files appear. */
     async joined() {
       for (let i = 0; i < 600; i += 1) {
         const beats = await Promise.all(
           ['reviews', 'network-metrics', 'app-stats'].map((p) =>
-            readFile(path.join(root, '.data', `bench-${run}`, `${p}.heartbeat`)).then(
+            readFile(heartbeatFile(path.join(root, '.data', `bench-${run}`), p, host.pid as number)).then(
               () => true,
               () => false,
             ),
@@ -231,6 +238,7 @@ interface FloodFigures {
   readonly latencies: readonly number[];
   readonly sent: number;
   readonly rss: number;
+  readonly freshness: FreshnessComparison;
 }
 
 /** The flood: reviews produced as fast as possible while the host runs, network-metrics trickling beside them. */
@@ -257,6 +265,7 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
     try {
       await host.joined();
       await sleep(2000);
+      const delaysBefore = await scrapeDelays(host.metricsUrl, 'network-metrics');
       const kafka = new Kafka({ clientId: 'bench', brokers: [...brokers], logLevel: logLevel.ERROR });
       const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
       await producer.connect();
@@ -268,11 +277,17 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
         while (flooding) {
           const id = randomUUID();
           sentAt.set(id, performance.now());
-          await producer.send({ topic: topics.nm, messages: [{ key: id, value: JSON.stringify(networkMetrics(id)) }] });
+          // The record's CreateTime is this moment, as a producer of its own would stamp it (kafkajs
+          // would stamp it when it encodes the request, after the reviews queued on this producer).
+          const timestamp = String(Date.now());
+          await producer.send({ topic: topics.nm, messages: [{ key: id, value: JSON.stringify(networkMetrics(id)), timestamp }] });
           await sleep(INTERVAL_MS);
         }
       })();
 
+      // The bench's own error: its notifications wait for its event loop, busy producing the flood.
+      const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+      loopDelay.enable();
       const started = performance.now();
       const chunk = 1000;
       for (let start = 0; start < values.length; start += chunk) {
@@ -290,13 +305,22 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
       flooding = false;
       await trickle;
       await sleep(1000);
+      loopDelay.disable();
       const rss = await peakRssMb(host.host.pid as number);
+      // The host's own freshness metric of the same records, scraped before the host stops.
+      const delays = delaysBetween(delaysBefore, await scrapeDelays(host.metricsUrl, 'network-metrics'));
+      const freshness = compareFreshness(latencies, delays, {
+        meanMs: loopDelay.mean / 1e6,
+        p99Ms: loopDelay.percentile(99) / 1e6,
+      });
+      console.log(`host /metrics at the end of the flood:\n${delays.lines.join('\n')}`);
+      for (const line of freshness.lines) console.log(line);
       await producer.disconnect();
       await counter.end();
       console.log(
         `flood: produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`,
       );
-      return { e2eRate: REVIEWS / ((finished - started) / 1000), latencies: [...latencies], sent: sentAt.size, rss };
+      return { e2eRate: REVIEWS / ((finished - started) / 1000), latencies: [...latencies], sent: sentAt.size, rss, freshness };
     } finally {
       await host.stop();
       await listener.end();
@@ -452,6 +476,9 @@ async function main(): Promise<void> {
       nm_p99_ms: Math.round(median(p99s)),
       nm_max_ms: Math.round(median(floods.map((flood) => Math.max(...flood.latencies)))),
       host_peak_rss_mb: Math.round(median(floods.map((flood) => flood.rss))),
+      nm_freshness_metric_mean_ms: round3(median(floods.map((flood) => flood.freshness.metricMeanMs))),
+      nm_freshness_metric_p99_ms: Math.round(median(floods.map((flood) => flood.freshness.metricP99Ms))),
+      nm_freshness_agrees_rounds: floods.filter((flood) => flood.freshness.agrees).length,
     };
     console.log(
       `end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`,

@@ -1,5 +1,6 @@
 import { pathToFileURL } from 'node:url';
 import { ConfigurationError, MigrationError } from '../shared/errors.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command } from './command.js';
 import { EXIT, RefusedError, UsageError } from './command.js';
@@ -74,7 +75,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     const message = error instanceof Error ? error.message : String(error);
     const cause =
       error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
-    io.stderr(`storage-consumer ${name}: ${known ? '' : 'error: '}${message}${cause}\n`);
+    // The one redaction: a driver's message may carry a connection string with its password.
+    io.stderr(`storage-consumer ${name}: ${known ? '' : 'error: '}${redactConnectionDetails(`${message}${cause}`)}\n`);
     return EXIT.failed;
   }
 }

@@ -8,7 +8,8 @@
  * and concurrency (AWS/Lambda, by FunctionName), and the AWS side of the host's progress metrics
  * (docs/operations.md): batches handled per period (a flat zero is the silence
  * `storage_consumer_last_stored_timestamp_seconds` shows on the host) and the longest invocation
- * (what `storage_consumer_inflight_batch_age_seconds` shows). serverless.yml loads it with
+ * (what `storage_consumer_inflight_batch_age_seconds` shows), and freshness (`RecordDelayMs`
+ * against the stage's objective, what `storage_consumer_record_delay_seconds` shows). serverless.yml loads it with
  * `${file(./deploy/dashboard.js):dashboard}`.
  */
 import { tsImport } from 'tsx/esm/api';
@@ -47,14 +48,15 @@ function joined(text) {
  * @property {string} alreadyDeadLettered
  * @property {string} durationMs
  * @property {string} failed
+ * @property {string} recordDelayMs
  */
 
 /**
- * @param {{ name: string, id: string, namespace: string, service: string, metricNames: MetricNames }} pipeline
+ * @param {{ name: string, id: string, namespace: string, service: string, metricNames: MetricNames, objectiveMs: number }} pipeline
  * @param {number} row
  * @returns {object[]} The consumer's widgets, one row of 24 columns (three lines of four).
  */
-function widgetsOf({ name, id, namespace, service, metricNames }, row) {
+function widgetsOf({ name, id, namespace, service, metricNames, objectiveMs }, row) {
   const emf = (/** @type {string} */ metric, /** @type {object} */ options = {}) => [
     namespace,
     metric,
@@ -116,6 +118,14 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
     graph(0, 2, 'batches handled (0 = silence)', [emf(metricNames.durationMs, { stat: 'SampleCount', label: 'batches' })]),
     // The host's storage_consumer_inflight_batch_age_seconds: here, the longest invocation.
     graph(1, 2, 'longest invocation (ms)', [lambda('Duration', { stat: 'Maximum', label: 'duration max' })]),
+    // The host's storage_consumer_record_delay_seconds: here, each batch's oldest record at COMMIT.
+    graph(
+      2,
+      2,
+      'freshness: oldest record per batch (ms)',
+      [emf(metricNames.recordDelayMs, { stat: 'p99', label: 'p99' }), emf(metricNames.recordDelayMs, { stat: 'Maximum', label: 'max' })],
+      { annotations: { horizontal: [{ label: 'objective', value: objectiveMs, color: '#d62728' }] } },
+    ),
   ];
 }
 
@@ -126,11 +136,12 @@ function widgetsOf({ name, id, namespace, service, metricNames }, row) {
 export async function dashboard(resolver) {
   /** @type {{ BATCH_METRIC_NAMES: MetricNames, METRICS_SERVICE_NAME: string }} */
   const metrics = await tsImport('../aws/metrics.ts', import.meta.url);
-  const widgets = (await pipelines(resolver)).flatMap(({ name, id }, row) =>
+  const widgets = (await pipelines(resolver)).flatMap(({ name, id, freshnessObjectiveSeconds }, row) =>
     widgetsOf(
       {
         name,
         id,
+        objectiveMs: freshnessObjectiveSeconds * 1000,
         // The functions' POWERTOOLS_METRICS_NAMESPACE (serverless.yml, provider environment).
         namespace: 'StorageConsumer/${sls:stage}',
         service: metrics.METRICS_SERVICE_NAME,

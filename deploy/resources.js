@@ -2,7 +2,7 @@
 /**
  * Everything serverless.yml deploys per pipeline, generated from the pipelines' specs
  * (shared/pipelines.ts, loaded through tsx): the consumer function, its Kafka event source
- * mapping, its seven alarms and the ARNs its role needs. serverless.yml loads each export with
+ * mapping, its eight alarms and the ARNs its role needs. serverless.yml loads each export with
  * `${file(./deploy/resources.js):<name>}`; osls calls an exported function with a resolver (which
  * names the stage) and resolves the `${...}` variables in what it returns. What is the stage's
  * alone (its Kafka source, VPC, database, alarm topic) stays in deploy/params.yml; what is a
@@ -23,6 +23,7 @@ import { tsImport } from 'tsx/esm/api';
  * @property {string} minimumPollers The stage's `minimumPollers` parameter, else the spec's.
  * @property {string} maximumPollers The stage's `maximumPollers` parameter, else the spec's.
  * @property {number} lagAlarmThreshold The stage's offset-lag alarm threshold.
+ * @property {number} freshnessObjectiveSeconds The stage's freshness objective (the freshness alarm's threshold).
  */
 
 /**
@@ -76,11 +77,35 @@ async function loadPipelines(stage) {
       minimumPollers: `\${param:minimumPollers, ${spec.lambda.pollers.minimum}}`,
       maximumPollers: `\${param:maximumPollers, ${spec.lambda.pollers.maximum}}`,
       lagAlarmThreshold: valueForStage(spec.lagAlarmThreshold, stage),
+      freshnessObjectiveSeconds: valueForStage(spec.freshnessObjectiveSeconds, stage),
     };
   });
 }
 
-const NO_VALUE = { Ref: 'AWS::NoValue' };
+/**
+ * What the stage's parameters decide about the template's shape, read while packaging so that
+ * the template holds only what the stage deploys (no `Fn::If` branch it never takes, which
+ * cfn-lint rightly reads as a property with an empty value). Without a resolver (unit tests
+ * that build one part), the local stage's defaults.
+ * @param {Resolver} [resolver]
+ * @returns {Promise<{ kafkaSource: string, kafkaMappings: boolean, kafkaAccessConfigurations: unknown[], consumerTimeoutSeconds: number }>}
+ */
+export async function stageShape({ resolveVariable } = {}) {
+  const read = async (/** @type {string} */ name, /** @type {unknown} */ fallback) =>
+    resolveVariable ? ((await resolveVariable(name)) ?? fallback) : fallback;
+  const kafkaSource = String(await read('param:kafkaSource', 'selfManaged'));
+  if (kafkaSource !== 'msk' && kafkaSource !== 'selfManaged') {
+    throw new Error(`param kafkaSource is ${JSON.stringify(kafkaSource)}: it must be msk or selfManaged`);
+  }
+  const accessConfigurations = await read('param:kafkaAccessConfigurations', []);
+  return {
+    kafkaSource,
+    kafkaMappings: String(await read('param:kafkaMappings', 'true')) === 'true',
+    kafkaAccessConfigurations: Array.isArray(accessConfigurations) ? accessConfigurations : [],
+    consumerTimeoutSeconds: Number(await read('self:custom.consumerTimeout', 120)),
+  };
+}
+
 /** @param {string} id @returns {{ Ref: string }} */
 const functionRef = (id) => ({ Ref: `${id}LambdaFunction` });
 /** @param {string} kind @param {string} path */
@@ -132,7 +157,9 @@ export async function functions({ resolveVariable } = {}) {
         description: `Kafka topic ${pipeline.topic} -> PostgreSQL ${pipeline.name.replaceAll('-', '_')}`,
         memorySize: pipeline.memorySize,
         timeout: '${self:custom.consumerTimeout}',
-        role: 'ConsumerRole',
+        // A Sub rather than the role's name: osls adds a DependsOn for a named role that the
+        // reference already implies (cfn-lint W3005).
+        role: { 'Fn::Sub': '${ConsumerRole.Arn}' },
         environment: { STORAGE_FAILURE_RESPONSE: 'report' },
       },
     ]),
@@ -140,18 +167,26 @@ export async function functions({ resolveVariable } = {}) {
 }
 
 /**
- * A consumer's mapping: what every mapping shares, and the pipeline's own topic, group, batch
- * size, batching window and pollers.
+ * A consumer's mapping: what every mapping shares, the stage's source (MSK, or self-managed
+ * brokers with their access configurations, when there are any), and the pipeline's own topic,
+ * group, batch size, batching window and pollers.
  * @param {Pipeline} pipeline
+ * @param {Awaited<ReturnType<typeof stageShape>>} shape
  */
-function mappingProperties(pipeline) {
+function mappingProperties(pipeline, shape) {
+  const source =
+    shape.kafkaSource === 'msk'
+      ? {
+          EventSourceArn: '${self:custom.mskClusterArn}',
+          AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: pipeline.group },
+        }
+      : {
+          SelfManagedEventSource: { Endpoints: { KafkaBootstrapServers: '${param:kafkaBootstrapServers}' } },
+          ...(shape.kafkaAccessConfigurations.length > 0 ? { SourceAccessConfigurations: '${param:kafkaAccessConfigurations}' } : {}),
+          SelfManagedKafkaEventSourceConfig: { ConsumerGroupId: pipeline.group },
+        };
   return {
-    // One definition for both sources: the condition drops what the stage's source does not use.
-    EventSourceArn: { 'Fn::If': ['UsesMsk', '${self:custom.mskClusterArn}', NO_VALUE] },
-    SelfManagedEventSource: {
-      'Fn::If': ['UsesMsk', NO_VALUE, { Endpoints: { KafkaBootstrapServers: '${param:kafkaBootstrapServers}' } }],
-    },
-    SourceAccessConfigurations: { 'Fn::If': ['UsesMsk', NO_VALUE, '${param:kafkaAccessConfigurations}'] },
+    ...source,
     StartingPosition: 'TRIM_HORIZON',
     ProvisionedPollerConfig: { MinimumPollers: pipeline.minimumPollers, MaximumPollers: pipeline.maximumPollers },
     // The functions run with STORAGE_FAILURE_RESPONSE=report: without this response type a
@@ -170,8 +205,6 @@ function mappingProperties(pipeline) {
     Topics: [pipeline.topic],
     BatchSize: pipeline.batchSize,
     MaximumBatchingWindowInSeconds: pipeline.batchingWindowSeconds,
-    AmazonManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', { ConsumerGroupId: pipeline.group }, NO_VALUE] },
-    SelfManagedKafkaEventSourceConfig: { 'Fn::If': ['UsesMsk', NO_VALUE, { ConsumerGroupId: pipeline.group }] },
   };
 }
 
@@ -181,6 +214,18 @@ function mappingProperties(pipeline) {
  * @param {Resolver} [resolver]
  */
 export async function eventSourceMappings(resolver) {
+  const shape = await stageShape(resolver);
+  // kafkaMappings 'false' (LocalStack Community): no mapping at all, rather than three under a
+  // condition that never holds.
+  if (!shape.kafkaMappings) return {};
+  if (shape.kafkaSource === 'selfManaged') {
+    const servers = resolver?.resolveVariable ? await resolver.resolveVariable('param:kafkaBootstrapServers') : ['unchecked'];
+    if (!Array.isArray(servers) || servers.length === 0) {
+      throw new Error(
+        'param kafkaBootstrapServers is empty: a self-managed Kafka mapping needs at least one broker (or kafkaMappings: false)',
+      );
+    }
+  }
   const all = await pipelines(resolver);
   return {
     // A pipeline is paused on AWS by disabling its mapping; with the UUID an output, the
@@ -189,7 +234,6 @@ export async function eventSourceMappings(resolver) {
       all.map((pipeline) => [
         `${pipeline.id}EventSourceMappingUuid`,
         {
-          Condition: 'KafkaMappingsEnabled',
           Description:
             `UUID of the ${pipeline.name} event source mapping (pause: aws lambda update-event-source-mapping --uuid <this> ` +
             `--no-enabled)`,
@@ -202,9 +246,8 @@ export async function eventSourceMappings(resolver) {
         `${pipeline.id}EventSourceMapping`,
         {
           Type: 'AWS::Lambda::EventSourceMapping',
-          Condition: 'KafkaMappingsEnabled',
           DependsOn: ['SchemaMigration'],
-          Properties: mappingProperties(pipeline),
+          Properties: mappingProperties(pipeline, shape),
         },
       ]),
     ),
@@ -256,8 +299,15 @@ const ANY_IN_FIVE_MINUTES = {
 };
 const BATCH_METRIC = { ...ANY_IN_FIVE_MINUTES, Namespace: 'StorageConsumer/${sls:stage}' };
 
-/** @param {Pipeline} pipeline @returns {Record<string, object>} The pipeline's alarms' properties by logical id. */
-function alarmsOf({ id, name, lagAlarmThreshold }) {
+/** The duration alarm's share of the function's timeout. */
+const DURATION_ALARM_SHARE = 0.8;
+
+/**
+ * @param {Pipeline} pipeline
+ * @param {{ durationThresholdMs: number }} stage
+ * @returns {Record<string, object>} The pipeline's alarms' properties by logical id.
+ */
+function alarmsOf({ id, name, lagAlarmThreshold, freshnessObjectiveSeconds }, { durationThresholdMs }) {
   const alarmName = (/** @type {string} */ what) => `\${self:service}-\${sls:stage}-${name}-${what}`;
   const byFunction = [{ Name: 'FunctionName', Value: functionRef(id) }];
   const byPipeline = [
@@ -299,7 +349,7 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
       Period: 300,
       EvaluationPeriods: 1,
       ComparisonOperator: 'GreaterThanThreshold',
-      Threshold: '${self:custom.consumerDurationAlarmMs}',
+      Threshold: durationThresholdMs,
       TreatMissingData: 'notBreaching',
     },
     [`${id}OffsetLagAlarm`]: {
@@ -330,6 +380,23 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
       MetricName: 'BatchFailed',
       Dimensions: byPipeline,
     },
+    [`${id}FreshnessAlarm`]: {
+      ...ALARM_ACTIONS,
+      AlarmName: alarmName('freshness'),
+      AlarmDescription:
+        `${name} records reach PostgreSQL later than the stage's freshness objective (${freshnessObjectiveSeconds} s after their ` +
+        `Kafka timestamp): the p99 of the batches' oldest record, 10 minutes over it.`,
+      Namespace: 'StorageConsumer/${sls:stage}',
+      MetricName: 'RecordDelayMs',
+      Dimensions: byPipeline,
+      ExtendedStatistic: 'p99',
+      Period: 300,
+      EvaluationPeriods: 2,
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: freshnessObjectiveSeconds * 1000,
+      // No batch, no delay to judge: silence is the stalled alarm's.
+      TreatMissingData: 'notBreaching',
+    },
     [`${id}StalledAlarm`]: {
       ...ALARM_ACTIONS,
       AlarmName: alarmName('stalled'),
@@ -355,15 +422,24 @@ function alarmsOf({ id, name, lagAlarmThreshold }) {
   };
 }
 
+/** Alarms on what only a Kafka event source mapping reports (OffsetLag): none without mappings. */
+const MAPPING_ALARMS = new Set(['OffsetLagAlarm', 'StalledAlarm']);
+
 /**
- * Seven alarms per consumer, the AWS form of "a half-alive pipeline counts as dead": errors,
- * throttles, duration, offset lag, dead letters, failed batches, and lag without invocations.
+ * Eight alarms per consumer, the AWS form of "a half-alive pipeline counts as dead": errors,
+ * throttles, duration, offset lag, dead letters, failed batches, freshness over the objective,
+ * and lag without invocations. Where the stage has no mappings (kafkaMappings 'false') the two
+ * on OffsetLag are left out: they could never have data, and the stalled alarm would sit in
+ * ALARM for good.
  */
 /** @param {Resolver} [resolver] */
 export async function alarms(resolver) {
+  const shape = await stageShape(resolver);
+  const stage = { durationThresholdMs: Math.round(DURATION_ALARM_SHARE * shape.consumerTimeoutSeconds * 1000) };
   const resources = {};
   for (const pipeline of await pipelines(resolver)) {
-    for (const [logicalId, properties] of Object.entries(alarmsOf(pipeline))) {
+    for (const [logicalId, properties] of Object.entries(alarmsOf(pipeline, stage))) {
+      if (!shape.kafkaMappings && MAPPING_ALARMS.has(logicalId.slice(pipeline.id.length))) continue;
       Object.assign(resources, { [logicalId]: { Type: 'AWS::CloudWatch::Alarm', Properties: properties } });
     }
   }

@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
+import { redactAnswer } from '../shared/redaction.js';
 import { handlePipelinesRequest } from './status-api.js';
 import type { PipelinesTarget } from './status-api.js';
 import type { Readiness } from './readiness.js';
@@ -27,8 +28,9 @@ export interface HttpEndpoint {
   close(): Promise<void>;
 }
 
+/** A JSON body passes through the one redaction (shared/redaction.ts); the metrics text is sent as it is. */
 function send(response: ServerResponse, status: number, body: unknown, contentType = 'application/json'): void {
-  const text = typeof body === 'string' ? body : `${JSON.stringify(body)}\n`;
+  const text = typeof body === 'string' ? body : `${JSON.stringify(redactAnswer(body))}\n`;
   response.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store' });
   response.end(text);
 }
@@ -50,8 +52,9 @@ export async function startHttpEndpoint(
 ): Promise<HttpEndpoint> {
   const server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
-    const fail = (error: unknown) => {
-      if (!response.headersSent) send(response, 500, { error: String(error) });
+    // Never an exception's text: it may name addresses, and the caller can do nothing with it.
+    const fail = () => {
+      if (!response.headersSent) send(response, 500, { error: 'internal error: the request could not be answered' });
       else response.destroy();
     };
     if (path?.startsWith('/pipelines')) {
@@ -91,6 +94,23 @@ export async function startHttpEndpoint(
       }
     };
     handle().catch(fail);
+  });
+  // A request Node's parser refuses (a bad request line, a header too large) gets a JSON 400 too,
+  // not Node's bare one.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+    const body = `${JSON.stringify({ error: status === 431 ? 'request header fields too large' : 'malformed request' })}\n`;
+    // The answer to a HEAD has no body, even to a HEAD the parser refused.
+    const head = (error as { rawPacket?: unknown }).rawPacket;
+    const bodyless = Buffer.isBuffer(head) && head.subarray(0, 5).toString('latin1') === 'HEAD ';
+    socket.end(
+      `HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\ncontent-type: application/json\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${bodyless ? '' : body}`,
+    );
   });
   // A probe must never hold the stop: idle keep-alive connections are not waited for.
   server.keepAliveTimeout = 5_000;

@@ -3,6 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { BatchReport } from '../shared/batch-report.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { ProgressSnapshot, ProgressVerdict } from './progress.js';
+import { PIPELINE_STATES } from './progress.js';
 
 /**
  * The host's Prometheus metric names (an interface: dashboards and alerts use them). Labels
@@ -21,6 +22,10 @@ export const HOST_METRIC_NAMES = {
   lastStored: 'storage_consumer_last_stored_timestamp_seconds',
   inFlightAge: 'storage_consumer_inflight_batch_age_seconds',
   consumerCrashes: 'storage_consumer_consumer_crashes_total',
+  recordDelay: 'storage_consumer_record_delay_seconds',
+  pipelineState: 'storage_consumer_pipeline_state',
+  pipelinePaused: 'storage_consumer_pipeline_paused',
+  pausedSince: 'storage_consumer_pipeline_paused_since_seconds',
   buildInfo: 'storage_consumer_build_info',
 } as const;
 
@@ -37,6 +42,12 @@ const PROMTOOL_REFUSED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active
 
 /** Batch duration buckets in seconds: a network-metrics batch in milliseconds up to a worst case with retries. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/**
+ * Freshness buckets in seconds, 50 ms to 1 h. Every freshness objective of shared/pipelines.ts
+ * is one of them (a unit test checks), so "p99 over the objective" is exact, not interpolated.
+ */
+export const RECORD_DELAY_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600] as const;
 
 /** One pipeline as a scrape sees it: its progress record and the verdict on it, taken at once. */
 export interface PipelineView {
@@ -62,7 +73,7 @@ export function buildVersion(): string {
 
 /** What one pipeline reports into the host's metrics. */
 export interface PipelineMetrics {
-  /** A batch the handler stored, in-process: its records by outcome. */
+  /** A batch the handler stored, in-process: its records by outcome, and each record's delay (freshness). */
   recordsStored(report: BatchReport): void;
   /** One transient database retry inside a batch (in-process). */
   retried(): void;
@@ -115,6 +126,15 @@ export function createHostMetrics(
     buckets: DURATION_BUCKETS,
     registers: [registry],
   });
+  const recordDelay = new Histogram({
+    name: HOST_METRIC_NAMES.recordDelay,
+    help:
+      "Freshness: the batch's COMMIT time minus the record's Kafka timestamp, seconds, for every record of a stored batch " +
+      '(records without a timestamp are not observed)',
+    labelNames: ['pipeline'] as const,
+    buckets: [...RECORD_DELAY_BUCKETS],
+    registers: [registry],
+  });
   const retries = new Counter({
     name: HOST_METRIC_NAMES.retries,
     help: 'Transient database errors retried inside a batch (in-process invocations)',
@@ -153,6 +173,33 @@ export function createHostMetrics(
     labelNames: ['pipeline'] as const,
     registers: [registry],
     collect: perPipeline((entry) => (entry?.verdict.up ? 1 : 0)),
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.pipelineState,
+    help: "1 for the pipeline's state now (STARTING, JOINING, RUNNING, NOT_FETCHING, STALLED, PAUSED, FAILED, STOPPED), 0 for the others",
+    labelNames: ['pipeline', 'state'] as const,
+    registers: [registry],
+    collect() {
+      const entries = views();
+      for (const pipeline of pipelines) {
+        const state = entries.get(pipeline)?.verdict.state ?? 'STARTING';
+        for (const each of PIPELINE_STATES) this.set({ pipeline, state: each }, each === state ? 1 : 0);
+      }
+    },
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.pipelinePaused,
+    help: "1 while an operator's pause holds the pipeline (pipeline_pauses), else 0",
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect: perPipeline((entry) => (entry?.snapshot.paused ? 1 : 0)),
+  });
+  new Gauge({
+    name: HOST_METRIC_NAMES.pausedSince,
+    help: 'When the pause now holding the pipeline began, seconds since the epoch (0: not paused)',
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+    collect: perPipeline((entry) => (entry?.snapshot.paused ? (entry.snapshot.pausedSince ?? 0) / 1000 : 0)),
   });
   new Gauge({
     name: HOST_METRIC_NAMES.consumerLag,
@@ -214,10 +261,14 @@ export function createHostMetrics(
     for (const result of BATCH_RESULTS) batches.inc({ pipeline, result }, 0);
     retries.inc({ pipeline }, 0);
     commitFailures.inc({ pipeline }, 0);
+    // Histograms too: a quiet pipeline's panels and alerts read 0 batches, not "no data".
+    duration.zero({ pipeline });
+    recordDelay.zero({ pipeline });
   }
   return {
     registry,
     pipeline(pipeline) {
+      const delays = recordDelay.labels({ pipeline });
       return {
         recordsStored(report) {
           const counts: Record<RecordOutcome, number> = {
@@ -229,6 +280,7 @@ export function createHostMetrics(
             dead_lettered: report.deadLettered,
           };
           for (const outcome of RECORD_OUTCOMES) if (counts[outcome] > 0) records.inc({ pipeline, outcome }, counts[outcome]);
+          for (const ms of report.recordDelays.ms) delays.observe(ms / 1000);
         },
         retried: () => retries.inc({ pipeline }),
         batchDone(result, seconds) {

@@ -82,6 +82,8 @@ export interface ProgressSnapshot {
   /** Set once by `failed()` / `stopped()`: the end of the pipeline. */
   readonly ended: 'failed' | 'stopped' | undefined;
   readonly paused: boolean;
+  /** While paused: when the pause began (the pause row's time, ms since the epoch), else `undefined`. */
+  readonly pausedSince: number | undefined;
   /** The consumer holds an assignment now (joined, not rebalancing, not crashed). */
   readonly inGroup: boolean;
   /** Partitions of the topic assigned to this member; `undefined` while not in the group. */
@@ -147,6 +149,7 @@ export class PipelineProgress {
   private consumerStartedAt: number | undefined;
   private ended: 'failed' | 'stopped' | undefined;
   private paused = false;
+  private pausedSince: number | undefined;
   private assignment: number[] | undefined;
   private joinedAt: number | undefined;
   private lastFetchAt: number | undefined;
@@ -313,9 +316,13 @@ export class PipelineProgress {
     this.lastBeatAt = at;
   }
 
-  /** An operator paused (true) or resumed (false) the pipeline. */
-  setPaused(paused: boolean): void {
+  /**
+   * An operator paused (true) or resumed (false) the pipeline; `since` is when the pause began
+   * (the pause row's wall-clock time, so a restart keeps it), default now.
+   */
+  setPaused(paused: boolean, since?: number): void {
     this.paused = paused;
+    this.pausedSince = paused ? (since ?? Date.now()) : undefined;
   }
 
   /** The pipeline failed (for good). */
@@ -341,6 +348,7 @@ export class PipelineProgress {
       consumerStartedAt: this.consumerStartedAt,
       ended: this.ended,
       paused: this.paused,
+      pausedSince: this.pausedSince,
       inGroup: this.assignment !== undefined,
       assignment: this.assignment === undefined ? undefined : [...this.assignment],
       joinedAt: this.joinedAt,

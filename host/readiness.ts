@@ -3,6 +3,7 @@
  * answers, and what keeps the host from being ready.
  */
 import type { PipelineName } from '../shared/pipelines.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineView } from './metrics.js';
 import type { PipelineState } from './progress.js';
@@ -106,7 +107,8 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
       paused: snapshot.paused,
       database,
     };
-    missing.push(...verdict.causes);
+    // A cause may quote a crash (`connect ECONNREFUSED 10.0.0.5:9092`): /readyz answers anyone who reaches the port.
+    missing.push(...verdict.causes.map(redactConnectionDetails));
     if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
   });
   return { ready: missing.length === 0, state, pipelines, missing };

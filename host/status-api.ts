@@ -4,6 +4,7 @@ import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import { AuditUnavailableError } from '../shared/operator-actions.js';
 import type { PauseChangeResult } from '../shared/pause-store.js';
+import { errorCode, redactAnswer } from '../shared/redaction.js';
 
 /**
  * The host's Kafka Connect-like pipeline API (docs/operations.md, "Pause, resume and status"):
@@ -54,17 +55,26 @@ export function bearerMatches(header: string | undefined, token: string): boolea
   return timingSafeEqual(given, expected) && match !== null;
 }
 
-/** An error's code or name, never its message (which may carry addresses). */
-function errorCode(error: unknown): string {
-  const shape = (typeof error === 'object' && error !== null ? error : {}) as { code?: unknown; name?: unknown };
-  if (typeof shape.code === 'string') return shape.code;
-  return typeof shape.name === 'string' ? shape.name : 'unknown error';
-}
-
+/** Every answer passes through the one redaction: no field may carry an address, a user or a password. */
 function send(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers });
-  response.end(`${JSON.stringify(body, null, 2)}\n`);
+  response.end(`${JSON.stringify(redactAnswer(body), null, 2)}\n`);
 }
+
+/** The path's segments, percent-decoded; `undefined` when an escape is malformed (`%`, `%zz`, not UTF-8). */
+function pathSegments(path: string): string[] | undefined {
+  try {
+    return path
+      .split('/')
+      .filter((part) => part !== '')
+      .map((part) => decodeURIComponent(part));
+  } catch {
+    return undefined;
+  }
+}
+
+/** A name as an answer may quote it: at most 100 characters. */
+const quoted = (name: string) => JSON.stringify(name.length > 100 ? `${name.slice(0, 100)}...` : name);
 
 async function readBody(request: IncomingMessage): Promise<string> {
   let size = 0;
@@ -100,10 +110,11 @@ export async function handlePipelinesRequest(
 ): Promise<boolean> {
   const path = (request.url ?? '/').split('?')[0] ?? '/';
   if (path !== PIPELINES_PATH && !path.startsWith(`${PIPELINES_PATH}/`)) return false;
-  const parts = path
-    .slice(PIPELINES_PATH.length)
-    .split('/')
-    .filter((part) => part !== '');
+  const parts = pathSegments(path.slice(PIPELINES_PATH.length));
+  if (parts === undefined) {
+    send(response, 400, { error: 'malformed path: a percent-escape is not valid (% and two hex digits, UTF-8)' });
+    return true;
+  }
   const method = request.method ?? 'GET';
   const read = method === 'GET' || method === 'HEAD';
 
@@ -114,7 +125,7 @@ export async function handlePipelinesRequest(
     return true;
   }
   const [rawName, action, ...rest] = parts;
-  const name = decodeURIComponent(rawName ?? '');
+  const name = rawName ?? '';
   const control = action === 'pause' || action === 'resume';
   if (rest.length > 0 || (action !== 'status' && !control)) {
     send(response, 404, {
@@ -152,13 +163,20 @@ export async function handlePipelinesRequest(
   }
   if (!isPipelineName(name) || !target.pipelines.includes(name)) {
     send(response, 404, {
-      error: `unknown pipeline ${JSON.stringify(name)}: this host runs ${target.pipelines.join(', ')}`,
+      error: `unknown pipeline ${quoted(name)}: this host runs ${target.pipelines.join(', ')}`,
       pipelines: target.pipelines,
     });
     return true;
   }
   if (!control) {
-    send(response, 200, await target.status(name));
+    let status: unknown;
+    try {
+      status = await target.status(name);
+    } catch (error) {
+      send(response, 503, { error: `the status could not be built: ${errorCode(error)}` });
+      return true;
+    }
+    send(response, 200, status);
     return true;
   }
   let reason: string | undefined;

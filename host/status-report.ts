@@ -1,13 +1,15 @@
 import type { GroupPosition } from './lag.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { PipelinePause } from '../shared/pause-store.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 
 /**
  * `GET /pipelines/{pipeline}/status`: one pipeline as this host sees it, in the spirit of Kafka
  * Connect's `GET /connectors/{name}/status`. Built from the pipeline's progress record (the
  * same record every other signal of the host reads), the pause row the host obeys, and the
  * group as the broker describes it (owners, committed and end offsets). Offsets are strings.
- * No secrets and no connection details: error texts pass through {@link redactConnectionDetails}.
+ * No secrets and no connection details: error texts pass through `redactConnectionDetails`
+ * (shared/redaction.ts), and so does every string of the answer on its way out (host/status-api.ts).
  */
 
 /** An error as the status shows it: message, stack (`trace`, as Connect calls it) and time. */
@@ -30,7 +32,7 @@ export interface InFlightStatus {
 export interface OwnerStatus {
   readonly member_id: string;
   readonly client_id: string;
-  /** The member's address as the broker saw it. */
+  /** The member's address as the broker saw it, redacted (`/<address>`): the answer goes to anyone who reaches the port. */
   readonly host: string;
   readonly this_host: boolean;
 }
@@ -121,26 +123,6 @@ export interface StatusInputs {
   readonly group: GroupPosition | { readonly error: string };
 }
 
-const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b/g;
-const IPV6_WITH_PORT = /\[[0-9a-fA-F:]+\](?::\d+)?/g;
-const URL_WITH_SCHEME = /\b(?:postgres(?:ql)?|kafka|https?):\/\/\S+/g;
-const RESOLVER = /\b(ENOTFOUND|EAI_AGAIN)\s+\S+/g;
-const DATABASE_USER = /\bfor user "[^"]*"/g;
-
-/**
- * The text with addresses, URLs, host names a resolver failed on and database user names
- * replaced: an error's message and stack may carry them, and the status answers anyone who can
- * reach the port.
- */
-export function redactConnectionDetails(text: string): string {
-  return text
-    .replace(URL_WITH_SCHEME, '<url>')
-    .replace(IPV6_WITH_PORT, '<address>')
-    .replace(IPV4, '<address>')
-    .replace(RESOLVER, '$1 <host>')
-    .replace(DATABASE_USER, 'for user <user>');
-}
-
 const iso = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 
 function statusError(error: KeptError | undefined): StatusError | null {
@@ -162,7 +144,7 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
       owners.set(partition, {
         member_id: member.memberId,
         client_id: member.clientId,
-        host: member.clientHost,
+        host: redactConnectionDetails(member.clientHost),
         this_host: member.memberId === inputs.memberId,
       });
     }
@@ -212,7 +194,9 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
     topic: inputs.topic,
     group: inputs.groupId,
     group_state: position?.state ?? null,
-    pause: inputs.pause ? { by: inputs.pause.by, at: inputs.pause.at.toISOString(), reason: inputs.pause.reason } : null,
+    pause: inputs.pause
+      ? { by: redactConnectionDetails(inputs.pause.by), at: inputs.pause.at.toISOString(), reason: inputs.pause.reason }
+      : null,
     pause_read_at: inputs.pauseRead.readAt?.toISOString() ?? null,
     pause_read_error: inputs.pauseRead.error === undefined ? null : redactConnectionDetails(inputs.pauseRead.error),
     partitions,

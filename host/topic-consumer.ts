@@ -390,7 +390,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         return;
       }
       pause = next;
-      progress.setPaused(next !== undefined);
+      progress.setPaused(next !== undefined, next?.at.getTime());
       if (next) {
         pauseFetching();
         logger.info('pipeline paused: the batch in flight finishes and commits, then nothing is fetched', {

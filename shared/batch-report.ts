@@ -1,3 +1,4 @@
+import type { RecordDelays } from './record-delay.js';
 import type { WriteOutcome } from './records.js';
 
 /** The partial batch response of a Kafka event source mapping. */
@@ -22,6 +23,12 @@ export interface BatchReport extends WriteOutcome {
   /** The batch did not commit and was handed back for redelivery. */
   readonly failed: boolean;
   readonly partitions: ReadonlyArray<{ partition: string; first: number; last: number }>;
+  /**
+   * Freshness: COMMIT time minus the Kafka timestamp of every record of the batch (stored,
+   * skipped, deduplicated or dead-lettered: each record's fate committed then). Empty when the
+   * batch failed. Never logged per record: the metrics read it.
+   */
+  readonly recordDelays: RecordDelays;
 }
 
 /**

@@ -49,6 +49,14 @@ export interface PipelineSpec<M extends { readonly package_name: string }, N ext
   readonly lambda: LambdaDeployment;
   /** Above this total lag for 15 minutes the `<pipeline>-offset-lag` alarm fires and `verify` fails. */
   readonly lagAlarmThreshold: StageValues<number>;
+  /**
+   * Freshness objective, seconds: at most 1 % of the records may reach PostgreSQL later than
+   * this after their Kafka timestamp (the p99 of `storage_consumer_record_delay_seconds` on the
+   * host, of `RecordDelayMs` on Lambda). The `<pipeline>-freshness` alarm and the host's
+   * `StorageConsumerFreshnessOverObjective` rule fire above it; each value is one of the host
+   * histogram's buckets (host/metrics.ts), so the host's p99 is exact there.
+   */
+  readonly freshnessObjectiveSeconds: StageValues<number>;
   /** The docs/design.md appendix message, as a fresh plain object (the sample events start from it). */
   readonly sample: () => Record<string, unknown>;
 }

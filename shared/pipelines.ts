@@ -54,6 +54,9 @@ const appStats: PipelineSpec<AppStatsMessage, 'app-stats'> = {
   },
   // dev shares a smaller cluster with other teams: floods drain more slowly there.
   lagAlarmThreshold: { default: 5_000, dev: 20_000 },
+  // Hourly, nobody waiting: a crawl's stats stored within 5 minutes leave 55 for the next one,
+  // and room for a 10 s batching window, a spent retry budget (31 s) and a restart. dev: slower cluster.
+  freshnessObjectiveSeconds: { default: 300, dev: 900 },
   sample: () => ({
     package_name: 'com.example.weather',
     crawled_at: '2026-11-30T06:00:00.123456',
@@ -129,6 +132,10 @@ const reviews: PipelineSpec<ReviewMessage, 'reviews'> = {
   },
   // Floods (200,000 in 5-15 minutes) are normal: the threshold is a flood that is not draining.
   lagAlarmThreshold: { default: 150_000, dev: 400_000 },
+  // A flood is produced in 5-15 minutes: a review older than 15 minutes when stored means the
+  // pipeline drains more slowly than the crawler's slowest flood arrives (< 222 reviews/s),
+  // and the backlog grows into the next hour's crawl. dev: the shared cluster's floods drain slower.
+  freshnessObjectiveSeconds: { default: 900, dev: 1800 },
   sample: () => ({
     review_id: 'gp:AOqpTOEx3k1s9QeV',
     package_name: 'com.example.weather',
@@ -186,6 +193,9 @@ const networkMetrics: PipelineSpec<NetworkMetricsMessage, 'network-metrics'> = {
     pollers: { minimum: 1, maximum: 3 },
   },
   lagAlarmThreshold: { default: 20, dev: 100 },
+  // docs/design.md section 1: a user is waiting, visible within a second even during a reviews
+  // flood. dev shares a smaller cluster with other teams: 5 s there.
+  freshnessObjectiveSeconds: { default: 1, dev: 5 },
   sample: () => ({
     analysis_id: '9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5b',
     package_name: 'com.example.weather',

@@ -10,6 +10,8 @@ import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withCl
 import { isRefusedDataError } from './error-classification.js';
 import { RetryBudgetExhaustedError } from './errors.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';
+import type { RecordDelays } from './record-delay.js';
+import { NO_RECORD_DELAYS, recordDelays } from './record-delay.js';
 import type { BoundRow, PipelineDefinition } from './pipeline-spec.js';
 import type { PipelineName } from './pipelines.js';
 import type { ApplicationIds } from './resolver.js';
@@ -67,6 +69,8 @@ interface Written extends WriteOutcome {
    * applied though its acknowledgement was lost. The rest were stored before (a replay).
    */
   readonly storedLetters: readonly DeadLetter[];
+  /** When COMMIT returned (epoch ms): the moment the batch's rows became visible. */
+  readonly committedAt: number;
 }
 
 /**
@@ -173,8 +177,9 @@ async function writeBatch<M extends Message>(client: pg.PoolClient, batch: Batch
     const storedLetters = inserted === letters.length ? letters : await lettersStoredBy(client, letters, batch.invocationId);
     await batch.beforeCommit?.(client, letters);
     await client.query('COMMIT');
+    const committedAt = Date.now();
     runtime.precheck.observe(outcome);
-    return { ...outcome, deduplicated: dropped, letters, storedLetters };
+    return { ...outcome, deduplicated: dropped, letters, storedLetters, committedAt };
   } catch (error) {
     // Only the refused-rows path reuses this connection: roll back there. After any other
     // error `withClient` destroys the connection, and a ROLLBACK on a connection that stopped
@@ -247,7 +252,7 @@ export async function processBatch(
   };
 
   let attempts = 0;
-  const report = (written: Written | undefined): BatchReport => ({
+  const report = (written: Written | undefined, delays: RecordDelays = NO_RECORD_DELAYS): BatchReport => ({
     pipeline: definition.name,
     records: records.length,
     inserted: written?.inserted ?? 0,
@@ -260,6 +265,7 @@ export async function processBatch(
     attempts,
     failed: written === undefined,
     partitions,
+    recordDelays: delays,
   });
 
   let written: Written;
@@ -305,7 +311,7 @@ export async function processBatch(
       report: failed,
     };
   }
-  const done = report(written);
+  const done = report(written, recordDelays(records, written.committedAt));
   logRejections(runtime.logger, written.storedLetters, runtime.settings.rejectionLogLimit);
   logAlreadyStored(runtime.logger, written);
   runtime.logger.info('batch stored', batchLogFields(done));

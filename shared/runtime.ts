@@ -23,8 +23,11 @@ export interface PipelineRuntime {
 
 /** Where a pipeline's connection settings come from: the settings, or e.g. a secret (AWS). */
 export interface DatabaseSource {
-  /** Connection settings; fetched once, cached by the source. */
-  readonly settings: () => Promise<DatabaseSettings>;
+  /**
+   * Connection settings; fetched once, cached by the source. `signal` bounds a fetch (the
+   * migration's deadline): an aborted fetch rejects with the signal's reason and is not cached.
+   */
+  readonly settings: (options?: { readonly signal?: AbortSignal }) => Promise<DatabaseSettings>;
   /** Forgets cached credentials so the next `settings()` re-reads them (after a rotation). */
   readonly refresh?: () => Promise<void>;
 }

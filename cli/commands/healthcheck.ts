@@ -2,6 +2,7 @@ import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
 import { HTTP_PATHS } from '../../host/http-endpoint.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
 import type { Environment } from '../../shared/env.js';
+import { redactConnectionDetails } from '../../shared/redaction.js';
 import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
@@ -32,7 +33,7 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
       body = text;
     }
   } catch (error) {
-    const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error);
+    const reason = redactConnectionDetails(error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error));
     if (json) io.stdout(renderJson({ healthy: false, url, error: reason }));
     else io.stdout(`unhealthy: ${url} does not answer: ${reason}\n`);
     return EXIT.failed;
@@ -52,20 +53,27 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
   return healthy ? EXIT.ok : EXIT.failed;
 }
 
-/** `healthcheck`: the host's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
+/** `healthcheck`: one host process's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
 export const healthcheck: Command = {
   name: 'healthcheck',
-  summary: "check the host's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
-  help: `Usage: storage-consumer healthcheck [--max-age <duration>] [--json]
+  summary: "check one host process's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
+  help: `Usage: storage-consumer healthcheck [--max-age <duration>] [--pid <pid>] [--json]
        storage-consumer healthcheck --http [--ready] [--json]
 
-Exit 0 when every pipeline of STORAGE_PIPELINES has a heartbeat file in STORAGE_HEARTBEAT_DIR
-written recently, else exit 1 naming each pipeline whose file is missing or stale. Needs neither
-Kafka nor the database: made for a container's HEALTHCHECK (npm run healthcheck runs it too).
+Exit 0 when one host process has a heartbeat file in STORAGE_HEARTBEAT_DIR for every pipeline of
+STORAGE_PIPELINES, each written recently, and that process runs; else exit 1 naming each pipeline
+whose file is missing or stale. Needs neither Kafka nor the database: made for a container's
+HEALTHCHECK (npm run healthcheck runs it too).
+
+A host writes <pipeline>.<pid>.heartbeat: the files of one process prove nothing about another.
+The process checked is --pid, or else the one running host process with files in the folder
+(inside a container: the host). When several running hosts write there (two hosts on one
+machine), the check fails and names them: say which one with --pid.
 
   --max-age D   staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one
                 poll timeout: 16s with the default STORAGE_HEARTBEAT_INTERVAL_MS and
                 STORAGE_POLL_TIMEOUT_MS)
+  --pid N       check the host process N (its files, and that it runs)
   --http        ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on
                 127.0.0.1 unless STORAGE_HTTP_HOST names one address): /healthz, exit 0 on 200
   --ready       with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group,
@@ -82,11 +90,13 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
       'max-age': { type: 'string' },
       http: { type: 'boolean' },
       ready: { type: 'boolean' },
+      pid: { type: 'string' },
     });
     if (!parsed) return EXIT.ok;
     if (parsed.values.ready === true && parsed.values.http !== true) throw new UsageError('--ready goes with --http');
     if (parsed.values.http === true) {
-      if (parsed.values['max-age'] !== undefined) throw new UsageError('--max-age is for heartbeat files, not --http');
+      if (parsed.values['max-age'] !== undefined || parsed.values.pid !== undefined)
+        throw new UsageError('--max-age and --pid are for heartbeat files, not --http');
       return checkEndpoint(io.env, parsed.values.ready === true, parsed.values.json === true, io);
     }
     const heartbeat = loadHeartbeatSettings(io.env);
@@ -95,17 +105,15 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
     const maxAgeMs =
       rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
     if (maxAgeMs <= 0) throw new UsageError('--max-age must be longer than 0');
-    const problems = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs });
+    const rawPid = parsed.values.pid;
+    if (rawPid !== undefined && !/^[1-9]\d{0,9}$/.test(rawPid))
+      throw new UsageError(`--pid must be a process id, not ${JSON.stringify(rawPid)}`);
+    const pid = rawPid === undefined ? undefined : Number(rawPid);
+    const { problems, pid: checked, hosts } = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs, pid });
     if (parsed.values.json === true) {
-      io.stdout(renderJson({ healthy: problems.length === 0, pipelines, maxAgeMs, problems }));
+      io.stdout(renderJson({ healthy: problems.length === 0, pid: checked, pipelines, maxAgeMs, problems, hosts }));
     } else {
-      for (const problem of problems) {
-        io.stdout(
-          problem.ageMs === undefined
-            ? `unhealthy: ${problem.pipeline}: no heartbeat file ${problem.file}\n`
-            : `unhealthy: ${problem.pipeline}: heartbeat ${problem.ageMs} ms old (limit ${maxAgeMs} ms) in ${problem.file}\n`,
-        );
-      }
+      for (const problem of problems) io.stdout(`unhealthy: ${problem.message}\n`);
       if (problems.length === 0) io.stdout(`healthy: ${pipelines.join(', ')}\n`);
     }
     return problems.length === 0 ? EXIT.ok : EXIT.failed;

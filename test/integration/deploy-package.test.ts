@@ -13,11 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lagAlarmThresholds, stageGroups } from '../../cli/lag-thresholds.js';
 import { logicalId } from '../../shared/pipeline-spec.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
+import { valueForStage } from '../../shared/stages.js';
 import { BATCH_METRIC_NAMES, METRICS_SERVICE_NAME } from '../../aws/metrics.js';
-import { migrationsHash } from '../../shared/migrations/files.js';
+import { loadMigrations, migrationsHash } from '../../shared/migrations/files.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY } from '../../shared/migrations/constants.js';
 import type { CloudFormationTemplate } from '../helpers/cloudformation-spec.js';
 import { loadSpecification, validateTemplate } from '../helpers/cloudformation-spec.js';
+import { CFN_LINT_MISSING, cfnLint, cfnLintVersion, describeFinding } from '../helpers/cfn-lint.js';
 import { assertSucceeded, runSls, slsEnvironment } from '../helpers/serverless.js';
 
 const STAGES = ['dev', 'staging', 'prod', 'local'] as const;
@@ -38,7 +40,7 @@ interface Output {
   readonly Value: Json;
 }
 interface Template {
-  readonly Conditions: Record<string, Json>;
+  readonly Conditions?: Record<string, Json>;
   readonly Resources: Record<string, Resource>;
   readonly Outputs?: Record<string, Output>;
 }
@@ -134,8 +136,9 @@ async function packageStage(stage: Stage, directory: string): Promise<Packaged> 
   const out = join(directory, stage);
   assertSucceeded(await runSls(['package', '--stage', stage, '--package', out], slsEnvironment()), `sls package --stage ${stage}`);
   const template = JSON.parse(await readFile(join(out, 'cloudformation-template-update-stack.json'), 'utf8')) as Template;
+  const declaredConditions = template.Conditions ?? {};
   const conditions = Object.fromEntries(
-    Object.keys(template.Conditions).map((name) => [name, evaluateCondition(template.Conditions[name] ?? null, template.Conditions)]),
+    Object.keys(declaredConditions).map((name) => [name, evaluateCondition(declaredConditions[name] ?? null, declaredConditions)]),
   );
   const holds = (name: string) => {
     if (!(name in conditions)) throw new Error(`unknown condition ${name}`);
@@ -283,15 +286,34 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     const migrateTimeout = resources.MigrateLambdaFunction?.Properties.Timeout as number;
     expect(migration?.Properties.ServiceTimeout).toBeGreaterThan(migrateTimeout);
     expect(migration?.Properties.ServiceTimeout).toBeLessThanOrEqual(3600);
+    // The highest version in migrations/: what a rollback is told from (aws/migration-handler.ts).
+    const versions = (await loadMigrations(DEFAULT_MIGRATIONS_DIRECTORY)).map((file) => file.version);
+    expect(migration?.Properties.LatestMigration).toBe(Math.max(...versions));
     for (const { fn } of CONSUMERS) {
       expect(dependsOn(resources[`${fn}LambdaFunction`]!)).toContain('SchemaMigration');
     }
   });
 
+  it("never lets Lambda run the migration again behind CloudFormation's back: no async retry, no event older than ServiceTimeout - timeout", () => {
+    const { resources } = packaged[stage];
+    const configs = ofType(packaged[stage], 'AWS::Lambda::EventInvokeConfig');
+    expect(configs.map(([, config]) => config.Properties.FunctionName)).toEqual([{ Ref: 'MigrateLambdaFunction' }]);
+    const config = configs[0]![1].Properties;
+    expect(config.Qualifier).toBe('$LATEST'); // versionFunctions: false, so every invoke is $LATEST
+    expect(config.MaximumRetryAttempts).toBe(0);
+    // An event run at age A may migrate until A + timeout; CloudFormation gives up at ServiceTimeout.
+    const timeout = resources.MigrateLambdaFunction!.Properties.Timeout as number;
+    const serviceTimeout = resources.SchemaMigration!.Properties.ServiceTimeout as number;
+    expect(config.MaximumEventAgeInSeconds).toBeGreaterThanOrEqual(60); // Lambda's least
+    expect((config.MaximumEventAgeInSeconds as number) + timeout).toBeLessThanOrEqual(serviceTimeout);
+  });
+
   it('switches on report-form failures exactly where the mapping has ReportBatchItemFailures', () => {
-    // Judged on every declared mapping (local declares them under a false condition: the host
-    // feeds its functions there, and the host honours reports by default).
+    // Judged on every declared mapping. Local has none (the host feeds its functions there, and
+    // the host honours reports by default); test/unit/deploy checks the mappings a local stage
+    // with kafkaMappings 'true' would get.
     const mappings = ofType(packaged[stage], 'AWS::Lambda::EventSourceMapping', 'declared');
+    const deploysMappings = stage !== 'local';
     const functions = ofType(packaged[stage], 'AWS::Lambda::Function', 'declared');
     for (const [id, fn] of functions) {
       const variables = ((fn.Properties.Environment as JsonObject | undefined)?.Variables ?? {}) as JsonObject;
@@ -301,7 +323,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
         (mapping.Properties.FunctionResponseTypes as Json[] | undefined)?.includes('ReportBatchItemFailures'),
       );
       if (reports) expect(reported.length, `${id} answers in the report form`).toBe(own.length);
-      if (reports) expect(own.length, `${id} answers in the report form`).toBeGreaterThan(0);
+      if (reports && deploysMappings) expect(own.length, `${id} answers in the report form`).toBeGreaterThan(0);
       if (!reports) expect(reported, `${id} throws, so no mapping of it may read reports`).toEqual([]);
     }
   });
@@ -315,9 +337,10 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     }
   });
 
-  it("raises seven alarms per consumer, all to the stage's topic", () => {
+  it("raises eight alarms per consumer (six without mappings: none on OffsetLag), all to the stage's topic", () => {
     const alarms = ofType(packaged[stage], 'AWS::CloudWatch::Alarm');
-    expect(alarms).toHaveLength(CONSUMERS.length * 7);
+    const withMappings = stage !== 'local';
+    expect(alarms).toHaveLength(CONSUMERS.length * (withMappings ? 8 : 6));
     for (const [id, alarm] of alarms) {
       expect(alarm.Properties.AlarmActions, id).toEqual([ALARM_TOPICS[stage]]);
       expect(alarm.Properties.OKActions, id).toEqual([ALARM_TOPICS[stage]]);
@@ -338,9 +361,6 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
         Dimensions: byFunction,
         Threshold: 0.8 * timeoutMs,
       });
-      expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
-      // The table `verify` checks lag against (cli/lag-thresholds.ts) is the alarms' own.
-      expect(alarm('OffsetLag').Threshold).toBe(lagAlarmThresholds(stage)[pipeline]);
       for (const kind of ['DeadLettered', 'BatchFailed']) {
         expect(alarm(kind)).toMatchObject({
           Namespace: `StorageConsumer/${stage}`,
@@ -351,6 +371,26 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
           Threshold: 0,
         });
       }
+      // Freshness: the p99 of each batch's oldest record (aws/metrics.ts) over the spec's objective for the stage.
+      expect(alarm('Freshness')).toMatchObject({
+        Namespace: `StorageConsumer/${stage}`,
+        MetricName: BATCH_METRIC_NAMES.recordDelayMs,
+        Dimensions: byPipeline,
+        ExtendedStatistic: 'p99',
+        ComparisonOperator: 'GreaterThanThreshold',
+        Threshold: valueForStage(PIPELINES[pipeline].freshnessObjectiveSeconds, stage) * 1000,
+        TreatMissingData: 'notBreaching',
+      });
+      expect(alarm('Freshness').Statistic).toBeUndefined();
+      if (!withMappings) {
+        // Without a mapping nothing reports OffsetLag: a stalled alarm would sit in ALARM for good.
+        expect(packaged[stage].resources[`${fn}OffsetLagAlarm`]).toBeUndefined();
+        expect(packaged[stage].resources[`${fn}StalledAlarm`]).toBeUndefined();
+        continue;
+      }
+      expect(alarm('OffsetLag')).toMatchObject({ MetricName: 'OffsetLag', Statistic: 'Maximum', Dimensions: byFunction });
+      // The table `verify` checks lag against (cli/lag-thresholds.ts) is the alarms' own.
+      expect(alarm('OffsetLag').Threshold).toBe(lagAlarmThresholds(stage)[pipeline]);
       const stalled = alarm('Stalled');
       expect(stalled.TreatMissingData).toBe('breaching');
       const metrics = stalled.Metrics as JsonObject[];
@@ -418,6 +458,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       'ConcurrentExecutions',
       'BatchDurationMs SampleCount',
       'Duration Maximum',
+      'RecordDelayMs p99',
     ];
     for (const { pipeline } of CONSUMERS)
       expect([...(shown[pipeline] ?? [])], pipeline).toEqual(expect.arrayContaining(everyConsumerShows));
@@ -493,13 +534,65 @@ describe('the packaged templates against the CloudFormation resource specificati
   });
 });
 
+/**
+ * cfn-lint is optional outside CI: without it (and with `CI` unset) these tests are reported as
+ * skipped, with one line naming it. With `CI` set, its absence fails them.
+ */
+const CI = (process.env.CI ?? '') !== '' && process.env.CI !== 'false';
+const cfnLintAvailable = cfnLintVersion();
+const cfnLintSkipped = cfnLintAvailable === undefined && !CI;
+if (cfnLintSkipped) console.log(`[cfn-lint] ${CFN_LINT_MISSING}`);
+const CFN_LINT_REQUIRED =
+  'cfn-lint not found (PATH) and CI is set: in CI the packaged templates must pass cfn-lint; install it ("pip install cfn-lint")';
+
+describe.skipIf(cfnLintSkipped)('the packaged templates through cfn-lint', () => {
+  const templateOf = (stage: Stage) => join(directory, stage, 'cloudformation-template-update-stack.json');
+  let linted: ReturnType<typeof cfnLint> | undefined;
+  const lintAll = () => {
+    if (cfnLintAvailable === undefined) throw new Error(CFN_LINT_REQUIRED);
+    linted ??= cfnLint(STAGES.map(templateOf));
+    return linted;
+  };
+
+  it.each(STAGES)('%s: no error, no warning', (stage) => {
+    const { findings } = lintAll();
+    const own = findings.filter((finding) => finding.Filename === templateOf(stage)).map(describeFinding);
+    expect(own, `${String(cfnLintAvailable)} on ${stage}`).toEqual([]);
+    console.log(`${String(cfnLintAvailable)}, ${stage}: no findings`);
+  });
+
+  it('fails on what it is there to catch: an empty SourceAccessConfigurations planted in the prod template (E3032)', async () => {
+    if (cfnLintAvailable === undefined) throw new Error(CFN_LINT_REQUIRED);
+    const template = structuredClone(packaged.prod.template) as unknown as { Resources: Record<string, Resource> };
+    template.Resources.ReviewsEventSourceMapping!.Properties.SourceAccessConfigurations = [];
+    const planted = join(directory, 'planted-cloudformation-template.json');
+    await writeFile(planted, JSON.stringify(template, null, 2));
+    const { status, findings } = cfnLint([planted]);
+    expect(status).not.toBe(0);
+    expect(findings.map(describeFinding)).toEqual([
+      expect.stringMatching(
+        /^E3032 Resources\/ReviewsEventSourceMapping\/Properties\/SourceAccessConfigurations \(line \d+\): expected minimum item count: 1, found: 0$/,
+      ),
+    ]);
+  });
+});
+
+describe('the packaged templates say what each stage deploys, nothing it does not', () => {
+  it.each(STAGES)('%s: no Conditions and no Fn::If (every branch was decided while packaging)', (stage) => {
+    const text = JSON.stringify(packaged[stage].template);
+    expect(packaged[stage].template.Conditions).toBeUndefined();
+    expect(text).not.toContain('"Fn::If"');
+    expect(text).not.toContain('"Resource":""');
+  });
+});
+
 describe.each(AWS_STAGES)('the %s stage on AWS', (stage) => {
   it("gives each event source mapping's UUID as a stack output, for the pause runbook's --no-enabled call", () => {
     const { outputs, resources } = packaged[stage];
     for (const { fn, pipeline } of CONSUMERS) {
       const output = outputs[`${fn}EventSourceMappingUuid`];
       // Ref of an AWS::Lambda::EventSourceMapping is its UUID.
-      expect(output).toMatchObject({ Condition: 'KafkaMappingsEnabled', Value: { Ref: `${fn}EventSourceMapping` } });
+      expect(output).toMatchObject({ Value: { Ref: `${fn}EventSourceMapping` } });
       expect(resources[`${fn}EventSourceMapping`]).toBeDefined();
       expect(output?.Description).toContain(pipeline);
       expect(output?.Description).toContain('--no-enabled');
@@ -598,12 +691,9 @@ describe('Kafka sources per stage', () => {
   });
 
   it('local leaves the mappings out (LocalStack Community has none) and needs no secret or VPC', () => {
-    const { resources, declared, conditions } = packaged.local;
-    expect(conditions.KafkaMappingsEnabled).toBe(false);
-    expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping')).toEqual([]);
-    expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping', 'declared')).toHaveLength(3);
+    const { resources } = packaged.local;
+    expect(ofType(packaged.local, 'AWS::Lambda::EventSourceMapping', 'declared')).toEqual([]);
     expect(Object.keys(packaged.local.outputs).filter((name) => name.endsWith('EventSourceMappingUuid'))).toEqual([]);
-    expect(Object.keys(declared).length).toBeGreaterThan(Object.keys(resources).length);
     const fn = resources.ReviewsLambdaFunction!.Properties;
     const variables = (fn.Environment as JsonObject).Variables as JsonObject;
     expect(variables.STORAGE_DB_SECRET_ID).toBe('');

@@ -13,6 +13,7 @@ import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../../dev/embedded-postgres.js';
 import { freePorts } from '../../dev/free-ports.js';
 import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES } from '../../host/metrics.js';
+import { PIPELINE_STATES } from '../../host/progress.js';
 import { runMigrations } from '../../shared/migrations/run.js';
 import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
@@ -124,6 +125,26 @@ describe('the host HTTP endpoint', () => {
     expect(notReady.ready).toBe(false);
     expect(notReady.missing.length).toBeGreaterThan(0);
     expect((await get('/healthz')).status).toBe(200);
+    // Before any batch (nothing is produced yet), every series of every pipeline is there: counters,
+    // gauges and both histograms (a quiet pipeline's panels and alerts read 0, not "no data").
+    const fresh = await scrape();
+    const histograms = new Set<string>([HOST_METRIC_NAMES.batchDuration, HOST_METRIC_NAMES.recordDelay]);
+    for (const name of PIPELINE_NAMES) {
+      for (const metric of Object.values(HOST_METRIC_NAMES)) {
+        // The lag's series need a partition (the first reading brings them); build_info has no pipeline.
+        if (metric === HOST_METRIC_NAMES.consumerLag || metric === HOST_METRIC_NAMES.buildInfo) continue;
+        const series = histograms.has(metric) ? [`${metric}_bucket`, `${metric}_sum`, `${metric}_count`] : [metric];
+        for (const each of series) {
+          expect(
+            fresh.some((sample) => sample.name === each && sample.labels.pipeline === name),
+            `${each} of ${name}`,
+          ).toBe(true);
+        }
+      }
+      expect(sum(fresh, `${HOST_METRIC_NAMES.batchDuration}_count`, { pipeline: name })).toBe(0);
+      expect(sum(fresh, `${HOST_METRIC_NAMES.recordDelay}_count`, { pipeline: name })).toBe(0);
+      expect(sum(fresh, HOST_METRIC_NAMES.pipelinePaused, { pipeline: name })).toBe(0);
+    }
 
     const ready = await waitUntil(
       '/readyz answers 200',
@@ -195,6 +216,14 @@ describe('the host HTTP endpoint', () => {
       expect(sum(samples, HOST_METRIC_NAMES.batches, { ...pipeline, result: 'failed' })).toBe(0);
       expect(sum(samples, `${HOST_METRIC_NAMES.batchDuration}_count`, pipeline)).toBe(sum(samples, HOST_METRIC_NAMES.batches, pipeline));
       expect(sum(samples, HOST_METRIC_NAMES.pipelineUp, pipeline)).toBe(1);
+      // Freshness: every record produced (each carries the producer's timestamp), stored or dead-lettered,
+      // seconds old at most (produced during this test).
+      expect(sum(samples, `${HOST_METRIC_NAMES.recordDelay}_count`, pipeline)).toBe(produced);
+      expect(sum(samples, `${HOST_METRIC_NAMES.recordDelay}_bucket`, { ...pipeline, le: '+Inf' })).toBe(produced);
+      expect(sum(samples, `${HOST_METRIC_NAMES.recordDelay}_sum`, pipeline) / produced).toBeLessThan(120);
+      expect(sum(samples, HOST_METRIC_NAMES.pipelinePaused, pipeline)).toBe(0);
+      expect(sum(samples, HOST_METRIC_NAMES.pausedSince, pipeline)).toBe(0);
+      expect(sum(samples, HOST_METRIC_NAMES.pipelineState, { ...pipeline, state: 'RUNNING' })).toBe(1);
       expect(sum(samples, HOST_METRIC_NAMES.retries, pipeline)).toBe(0);
       expect(sum(samples, HOST_METRIC_NAMES.commitFailures, pipeline)).toBe(0);
       expect(sum(samples, HOST_METRIC_NAMES.consumerCrashes, pipeline)).toBe(0);
@@ -217,8 +246,8 @@ describe('the host HTTP endpoint', () => {
     // Default process and event-loop metrics are there too.
     expect(samples.some((sample) => sample.name === 'process_resident_memory_bytes')).toBe(true);
     expect(samples.some((sample) => sample.name === 'nodejs_eventloop_lag_seconds')).toBe(true);
-    // Labels carry pipeline names, outcomes, results, partitions and buckets only: no content, no credentials.
-    const allowed = new Set<string>([...PIPELINE_NAMES, ...RECORD_OUTCOMES, ...BATCH_RESULTS]);
+    // Labels carry pipeline names, outcomes, results, states, partitions and buckets only: no content, no credentials.
+    const allowed = new Set<string>([...PIPELINE_NAMES, ...RECORD_OUTCOMES, ...BATCH_RESULTS, ...PIPELINE_STATES]);
     for (const sample of samples.filter((s) => s.name.startsWith('storage_consumer_'))) {
       for (const [key, value] of Object.entries(sample.labels)) {
         if (key === 'partition') expect(value).toMatch(/^\d+$/);

@@ -72,6 +72,19 @@ const storedRecords = (lines: readonly HostLogLine[], pipeline: PipelineName) =>
     .reduce((sum, line) => sum + Number(line.records), 0);
 
 /** The state `GET /pipelines` gives for a pipeline. */
+/** One pipeline's value of a metric on a host's /metrics (`extra`: more labels, e.g. `,state="PAUSED"`). */
+async function metricOn(base: string, name: string, pipeline: PipelineName, extra = ''): Promise<number | undefined> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((each) => each.startsWith(`${name}{pipeline="${pipeline}"${extra}} `));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** When the pause row of `pipeline` was written, Unix seconds. */
+async function pauseRowSeconds(pipeline: PipelineName): Promise<number> {
+  const { rows } = await stack.schema.pool.query<{ at: Date }>('SELECT at FROM pipeline_pauses WHERE pipeline = $1', [pipeline]);
+  return (rows[0]?.at.getTime() ?? Number.NaN) / 1000;
+}
+
 async function stateOn(base: string, pipeline: PipelineName): Promise<string | undefined> {
   const { body } = await call(base, 'GET', '/pipelines');
   return (body.pipelines as Array<{ pipeline: string; state: string }>).find((entry) => entry.pipeline === pipeline)?.state;
@@ -161,6 +174,19 @@ describe('pause and resume for every host', () => {
     expect(other.body.pipelines).toEqual(
       expect.arrayContaining([expect.objectContaining({ pipeline: 'app-stats', state: 'RUNNING', paused: false })]),
     );
+    // /metrics on both hosts: paused 1 since the pause row's time, up 0, state PAUSED
+    const pausedSince = await pauseRowSeconds('reviews');
+    expect(Math.abs(pausedSince - pausedAt / 1000)).toBeLessThan(5);
+    for (const base of [baseA, baseB]) {
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused', 'reviews')).toBe(1);
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(pausedSince);
+      expect(await metricOn(base, 'storage_consumer_pipeline_up', 'reviews')).toBe(0);
+      expect(await metricOn(base, 'storage_consumer_pipeline_state', 'reviews', ',state="PAUSED"')).toBe(1);
+    }
+    // Host B runs reviews only; host A's app-stats runs, unpaused.
+    expect(await metricOn(baseA, 'storage_consumer_pipeline_paused', 'app-stats')).toBe(0);
+    expect(await metricOn(baseA, 'storage_consumer_pipeline_paused_since_seconds', 'app-stats')).toBe(0);
+    expect(await metricOn(baseA, 'storage_consumer_pipeline_up', 'app-stats')).toBe(1);
   }, 240_000);
 
   it('answers control only with the right token: none configured 403, missing or wrong 401; GET needs none', async () => {
@@ -196,6 +222,8 @@ describe('pause and resume for every host', () => {
       250,
     );
     expect(await stateOn(baseB, 'reviews')).toBe('PAUSED');
+    // The pause's start is the row's, not the restart's: a forgotten pause stays forgotten.
+    expect(await metricOn(baseB, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(await pauseRowSeconds('reviews'));
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await reviewsCount()).toBe(300);
     expect(storedRecords(hostB.lines, 'reviews')).toBe(0);
@@ -256,6 +284,10 @@ describe('pause and resume for every host', () => {
       { actor: expect.any(String), command: 'resume', via: 'cli' },
     ]);
     for (const name of PIPELINE_NAMES) expect(await stateOn(baseA, name)).toBe('RUNNING');
+    for (const base of [baseA, baseB]) {
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused', 'reviews')).toBe(0);
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(0);
+    }
   }, 120_000);
 });
 
@@ -309,7 +341,8 @@ describe('a pause that meets a batch in flight', () => {
       const during = await call(base, 'GET', '/pipelines/reviews/status');
       console.log(`GET /pipelines/reviews/status, paused with a batch in flight:\n${JSON.stringify(during.body, null, 2)}`);
       const partition0 = (during.body.partitions as Array<Record<string, unknown>>).find((entry) => entry.partition === 0);
-      expect(during.body).toMatchObject({ state: 'PAUSED', pause: { by: 'http:127.0.0.1' } });
+      // The row names the caller's address; the answer, like every HTTP answer, shows none
+      expect(during.body).toMatchObject({ state: 'PAUSED', pause: { by: 'http:<address>' } });
       expect(partition0).toMatchObject({ owner: { this_host: true }, in_flight: { first_offset: '0', last_offset: '19', attempt: 1 } });
       await produce(names.topics.reviews, jsonMessages(reviews('inflight-b', 20), { partition: 0 }));
       await locker.query('COMMIT');

@@ -147,7 +147,7 @@ describe('the migration custom resource', () => {
       StackId: STACK_ID,
       RequestId: 'request-Create',
       LogicalResourceId: 'SchemaMigration',
-      Data: { MigrationsHash: hash, Applied: VERSIONS.join(',') },
+      Data: { MigrationsHash: hash, LatestMigration: String(Math.max(...VERSIONS)), Applied: VERSIONS.join(',') },
     });
     expect(await tables(schema)).toEqual(
       expect.arrayContaining(['app_stats', 'dead_letter_events', 'network_metrics', 'reviews', 'storage_consumer_migrations']),
@@ -157,7 +157,7 @@ describe('the migration custom resource', () => {
     expect(responseUrl.last().body).toMatchObject({
       Status: 'SUCCESS',
       PhysicalResourceId: 'storage-consumer-dev-SchemaMigration',
-      Data: { MigrationsHash: hash, Applied: '' },
+      Data: { MigrationsHash: hash, LatestMigration: String(Math.max(...VERSIONS)), Applied: '' },
     });
   });
 
@@ -279,7 +279,7 @@ describe('the migration custom resource at its deadline', () => {
 
   it('cancels a migration still running at the deadline, then answers FAILED: nothing of it stays, the lock is free, it never commits later', async () => {
     // Prepare: the next migration creates a table, then sleeps in short statements (each well within the
-    // statement timeout), 20 s in all; the budget is 3 s (18 s left, 15 s kept back)
+    // statement timeout), 20 s in all; the budget is 3 s (23 s left, 20 s kept back)
     const marker = `slow_${Date.now()}`;
     const {
       database,
@@ -291,7 +291,7 @@ describe('the migration custom resource at its deadline', () => {
     const started = Date.now();
 
     // Act
-    await handler(event(responseUrl.url('/deadline'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+    await handler(event(responseUrl.url('/deadline'), 'Create', { MigrationsHash: slowHash }), lambdaContext(23_000));
     const answeredAfterMs = Date.now() - started;
 
     // Assess: FAILED, and by the time it was answered the migration was gone
@@ -320,7 +320,7 @@ describe('the migration custom resource at its deadline', () => {
     await runMigrations({ connection: { connectionString: database.url }, logger: { info: () => undefined, warn: () => undefined } });
 
     // Act
-    await handler(event(responseUrl.url('/statement-timeout'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+    await handler(event(responseUrl.url('/statement-timeout'), 'Create', { MigrationsHash: slowHash }), lambdaContext(23_000));
 
     // Assess
     const { body } = responseUrl.last();
@@ -340,7 +340,7 @@ describe('the migration custom resource at its deadline', () => {
       await holder.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY.toString()]);
 
       // Act
-      await handler(event(responseUrl.url('/locked'), 'Create', { MigrationsHash: slowHash }), lambdaContext(18_000));
+      await handler(event(responseUrl.url('/locked'), 'Create', { MigrationsHash: slowHash }), lambdaContext(23_000));
     } finally {
       await holder.query('SELECT pg_advisory_unlock_all()');
       holder.release();
@@ -360,7 +360,7 @@ describe('the migration custom resource at its deadline', () => {
     const schema = await schemaWithApps(true);
     const handler = createMigrationHandler({ settings: testSettings(schema.url), logger: silentLogger() });
 
-    await handler(event(responseUrl.url('/short'), 'Create', { MigrationsHash: hash }), lambdaContext(15_500));
+    await handler(event(responseUrl.url('/short'), 'Create', { MigrationsHash: hash }), lambdaContext(20_500));
 
     expect(responseUrl.last().body).toMatchObject({
       Status: 'FAILED',

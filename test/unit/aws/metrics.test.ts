@@ -3,6 +3,20 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { BATCH_METRIC_NAMES, createPipelineMetrics, recordBatchMetrics } from '../../../aws/metrics.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
+import { NO_RECORD_DELAYS, recordDelays } from '../../../shared/record-delay.js';
+import type { KafkaRecord } from '../../../shared/records.js';
+
+/** A record of `reviews` partition 0 with this Kafka timestamp. */
+const at = (timestamp: number | null, offset = 0): KafkaRecord => ({
+  topic: 'reviews',
+  partition: 0,
+  offset,
+  timestamp,
+  timestampType: 'CREATE_TIME',
+  key: null,
+  value: null,
+  headers: [],
+});
 describe('batch metrics', () => {
   afterEach(() => vi.restoreAllMocks());
 
@@ -19,6 +33,8 @@ describe('batch metrics', () => {
     attempts: 1,
     failed: false,
     partitions: [{ partition: 'reviews-0', first: 0, last: 9 }],
+    // Committed at 10,000: the oldest record (timestamp 8,750) was 1,250 ms old then.
+    recordDelays: recordDelays([at(9_000), at(8_750, 1), at(null, 2), at(9_990, 3)], 10_000),
     ...overrides,
   });
 
@@ -48,6 +64,7 @@ describe('batch metrics', () => {
       AlreadyDeadLettered: 2,
       BatchDurationMs: 42,
       BatchFailed: 0,
+      RecordDelayMs: 1250,
     });
     const directive = (
       emf._aws as { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string }> }> }
@@ -59,7 +76,29 @@ describe('batch metrics', () => {
 
   it('counts a batch handed back for redelivery as BatchFailed = 1', () => {
     const metrics = createPipelineMetrics('app-stats', 'StorageConsumer/test');
-    recordBatchMetrics(metrics, report({ pipeline: 'app-stats', failed: true, inserted: 0, updated: 0, skipped: 0, deadLettered: 0 }));
-    expect(flush(metrics)).toMatchObject({ pipeline: 'app-stats', BatchFailed: 1, Inserted: 0 });
+    recordBatchMetrics(
+      metrics,
+      report({
+        pipeline: 'app-stats',
+        failed: true,
+        inserted: 0,
+        updated: 0,
+        skipped: 0,
+        deadLettered: 0,
+        recordDelays: NO_RECORD_DELAYS,
+      }),
+    );
+    const emf = flush(metrics);
+    expect(emf).toMatchObject({ pipeline: 'app-stats', BatchFailed: 1, Inserted: 0 });
+    // Not stored: no freshness to tell (a 0 would claim the records were fresh).
+    expect(emf).not.toHaveProperty(BATCH_METRIC_NAMES.recordDelayMs);
+  });
+
+  it('emits no RecordDelayMs for a stored batch whose records carry no timestamp', () => {
+    const metrics = createPipelineMetrics('reviews', 'StorageConsumer/test');
+    recordBatchMetrics(metrics, report({ recordDelays: recordDelays([at(null), at(null, 1)], 10_000) }));
+    const emf = flush(metrics);
+    expect(emf).toMatchObject({ Records: 10, BatchFailed: 0 });
+    expect(emf).not.toHaveProperty(BATCH_METRIC_NAMES.recordDelayMs);
   });
 });

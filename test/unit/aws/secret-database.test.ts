@@ -1,9 +1,19 @@
-/** The Secrets Manager database source (aws/secret-database.ts). No services: the secret store is a fake fetcher. */
-import { describe, expect, it, vi } from 'vitest';
-import { connectionStringWithSecret, databaseSourceFromEnvironment, secretDatabaseSource } from '../../../aws/secret-database.js';
+/**
+ * The Secrets Manager database source (aws/secret-database.ts). No services: the secret store is a
+ * fake fetcher, or the real SDK client pointed at a local endpoint that never answers.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  connectionStringWithSecret,
+  databaseSourceFromEnvironment,
+  SECRETS_CLIENT_BOUNDS,
+  secretDatabaseSource,
+} from '../../../aws/secret-database.js';
 import type { SecretFetcher } from '../../../aws/secret-database.js';
 import { ConfigurationError } from '../../../shared/errors.js';
+import { isTransientError } from '../../../shared/error-classification.js';
 import { loadSettings } from '../../../shared/settings.js';
+import { pointSecretsManagerAt, SilentEndpoint } from '../../helpers/silent-endpoint.js';
 describe('database credentials from Secrets Manager', () => {
   const base = loadSettings({
     DATABASE_URL: 'postgresql://storage.cluster-x.eu-west-1.rds.amazonaws.com:5432/storage',
@@ -69,5 +79,54 @@ describe('database credentials from Secrets Manager', () => {
     expect(databaseSourceFromEnvironment(base, {})).toBeUndefined();
     expect(databaseSourceFromEnvironment(base, { STORAGE_DB_SECRET_ID: '' })).toBeUndefined();
     expect(databaseSourceFromEnvironment(base, { STORAGE_DB_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:1:secret:x' })).toBeDefined();
+  });
+});
+
+describe('the Secrets Manager client against an endpoint that accepts and never answers', () => {
+  const endpoint = new SilentEndpoint();
+  let url: string;
+  beforeAll(async () => {
+    url = await endpoint.start();
+  });
+  afterEach(() => vi.unstubAllEnvs());
+  afterAll(() => endpoint.stop());
+  const base = loadSettings({ DATABASE_URL: 'postgresql://storage.example:5432/storage' }).database;
+  const secretId = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:storage-consumer/prod/database-Pq5rS6';
+
+  it('gives up by itself (request timeout, two attempts) when the caller passes no deadline, as the consumers do', async () => {
+    pointSecretsManagerAt(url);
+    const source = secretDatabaseSource({ secretId, base });
+    const connectionsBefore = endpoint.connections;
+    const started = Date.now();
+
+    const error = await source.settings().then(
+      () => undefined,
+      (caught: unknown) => caught as Error,
+    );
+
+    const elapsedMs = Date.now() - started;
+    expect(endpoint.connections - connectionsBefore).toBe(SECRETS_CLIENT_BOUNDS.maxAttempts);
+    expect(error?.message).toMatch(
+      new RegExp(`^reading the database secret ${secretId} from Secrets Manager failed: .*exceeded the configured 5000 ms requestTimeout`),
+    );
+    // Still the SDK's ETIMEDOUT to the consumers' retry policy: a batch retries, it is not dead-lettered.
+    expect(isTransientError(error)).toBe(true);
+    // Each attempt is bounded by the request timeout; the SDK backs off briefly between them.
+    const bound = SECRETS_CLIENT_BOUNDS.maxAttempts * SECRETS_CLIENT_BOUNDS.requestTimeoutMs;
+    expect(elapsedMs).toBeGreaterThanOrEqual(bound - 100);
+    expect(elapsedMs).toBeLessThan(bound + 3_000);
+  }, 30_000);
+
+  it('abandons the read at once when the signal aborts, naming the secret and the reason', async () => {
+    pointSecretsManagerAt(url);
+    const source = secretDatabaseSource({ secretId, base });
+    const deadline = new AbortController();
+    const started = Date.now();
+    setTimeout(() => deadline.abort(new Error('the deadline passed')), 300);
+
+    await expect(source.settings({ signal: deadline.signal })).rejects.toThrow(
+      `reading the database secret ${secretId} from Secrets Manager did not finish: the deadline passed`,
+    );
+    expect(Date.now() - started).toBeLessThan(1_500);
   });
 });

@@ -7,6 +7,8 @@ import { loadHttpSettings } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
+import { recordDelays } from '../../../shared/record-delay.js';
+import { metricNamesIn } from '../../helpers/promql.js';
 
 /** Every series name the host's /metrics can carry: metric names, and a histogram's _bucket/_sum/_count. */
 async function exportedSeriesNames(): Promise<Set<string>> {
@@ -17,36 +19,6 @@ async function exportedSeriesNames(): Promise<Set<string>> {
     if (String(metric.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);
   }
   return names;
-}
-
-const PROMQL_WORDS = new Set([
-  'by',
-  'without',
-  'on',
-  'ignoring',
-  'group_left',
-  'group_right',
-  'bool',
-  'offset',
-  'and',
-  'or',
-  'unless',
-  'le',
-  'inf',
-  'nan',
-]);
-
-/** The metric names a PromQL expression selects: identifiers that are neither functions, keywords, labels nor variables. */
-export function metricNamesIn(expr: string): string[] {
-  const stripped = expr
-    .replace(/"(?:[^"\\]|\\.)*"/g, '""') // strings (label values)
-    .replace(/\{[^}]*\}/g, '') // label matchers
-    .replace(/\b(?:by|without|on|ignoring)\s*\([^)]*\)/g, '') // grouping labels
-    .replace(/\[[^\]]*\]/g, '') // range selectors
-    .replace(/\$\w+/g, ''); // dashboard variables
-  return [...stripped.matchAll(/[a-zA-Z_:][\w:]*(?![\w:])(?!\s*\()/g)]
-    .map(([name]) => name)
-    .filter((name) => !PROMQL_WORDS.has(name.toLowerCase()) && !/^\d/.test(name));
 }
 
 describe('the host metrics', () => {
@@ -65,6 +37,20 @@ describe('the host metrics', () => {
       attempts: 2,
       failed: false,
       partitions: [],
+      // Committed at 100 s: 40 ms, 0.8 s, 1.2 s and 2 h late; the last record has no timestamp.
+      recordDelays: recordDelays(
+        [99_960, 99_200, 98_800, 100_000 - 7_200_000, null].map((timestamp, offset) => ({
+          topic: 'reviews',
+          partition: 0,
+          offset,
+          timestamp,
+          timestampType: null,
+          key: null,
+          value: null,
+          headers: [],
+        })),
+        100_000,
+      ),
     };
 
     metrics.pipeline('reviews').recordsStored(report);
@@ -87,6 +73,79 @@ describe('the host metrics', () => {
     expect(buildVersion()).toMatch(/^\d+\.\d+\.\d+/);
     for (const outcome of RECORD_OUTCOMES) expect(text).toContain(`outcome="${outcome}"`);
     for (const result of BATCH_RESULTS) expect(text).toContain(`result="${result}"`);
+    // Freshness: one observation per record with a timestamp, in cumulative buckets.
+    expect(text).toContain('storage_consumer_record_delay_seconds_bucket{le="0.05",pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_record_delay_seconds_bucket{le="1",pipeline="reviews"} 2');
+    expect(text).toContain('storage_consumer_record_delay_seconds_bucket{le="2.5",pipeline="reviews"} 3');
+    expect(text).toContain('storage_consumer_record_delay_seconds_bucket{le="3600",pipeline="reviews"} 3');
+    expect(text).toContain('storage_consumer_record_delay_seconds_bucket{le="+Inf",pipeline="reviews"} 4');
+    expect(text).toContain('storage_consumer_record_delay_seconds_count{pipeline="reviews"} 4');
+    expect(text).toMatch(/storage_consumer_record_delay_seconds_sum\{pipeline="reviews"\} 7202\.04\d*\n/);
+    expect(text).toContain('storage_consumer_record_delay_seconds_count{pipeline="network-metrics"} 0');
+  });
+
+  it('have every series of every configured pipeline before the first batch, histograms included', async () => {
+    // Prepare: a host's registry as it starts (its progress records exist, nothing joined yet)
+    const records = PIPELINE_NAMES.map((pipeline) => new PipelineProgress({ pipeline, topic: pipeline, group: `g.${pipeline}` }));
+    const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
+    const metrics = createHostMetrics(PIPELINE_NAMES, () =>
+      records.map((record) => ({ snapshot: record.snapshot(), verdict: evaluateProgress(record.snapshot(), bounds, Date.now()) })),
+    );
+
+    // Act
+    const text = await metrics.registry.metrics();
+
+    // Assess: each metric has a series per pipeline (the lag's need a partition: they come with the first reading)
+    const perPipeline = Object.values(HOST_METRIC_NAMES).flatMap((name) => {
+      if (name === HOST_METRIC_NAMES.buildInfo || name === HOST_METRIC_NAMES.consumerLag) return [];
+      const histogram = name === HOST_METRIC_NAMES.batchDuration || name === HOST_METRIC_NAMES.recordDelay;
+      return histogram ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name];
+    });
+    for (const pipeline of PIPELINE_NAMES) {
+      for (const series of perPipeline) {
+        expect(new RegExp(`^${series}\\{[^}]*pipeline="${pipeline}"[^}]*\\} `, 'm').test(text), `${series} of ${pipeline}`).toBe(true);
+      }
+      expect(text).toContain(`storage_consumer_batch_duration_seconds_count{pipeline="${pipeline}"} 0`);
+      expect(text).toContain(`storage_consumer_record_delay_seconds_bucket{le="+Inf",pipeline="${pipeline}"} 0`);
+      expect(text).toContain(`storage_consumer_pipeline_state{pipeline="${pipeline}",state="STARTING"} 1`);
+      expect(text).toContain(`storage_consumer_pipeline_state{pipeline="${pipeline}",state="RUNNING"} 0`);
+      expect(text).toContain(`storage_consumer_pipeline_paused{pipeline="${pipeline}"} 0`);
+      expect(text).toContain(`storage_consumer_pipeline_paused_since_seconds{pipeline="${pipeline}"} 0`);
+    }
+  });
+
+  it('show a pause: paused 1 with its start, state PAUSED, pipeline_up 0; and 0 again after the resume', async () => {
+    // Prepare: a running pipeline, paused by a row written at 2026-12-01T12:00:00Z
+    let now = Date.parse('2026-12-01T12:05:00Z');
+    const progress = new PipelineProgress({ pipeline: 'network-metrics', topic: 'nm', group: 'g', now: () => now });
+    progress.consumerStarted();
+    progress.joined([0, 1, 2]);
+    progress.fetched();
+    const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
+    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
+    const metrics = createHostMetrics(['network-metrics'], view, () => now);
+    const series = (text: string, name: string, extra = '') =>
+      new RegExp(`^${name}\\{pipeline="network-metrics"${extra}\\} (\\S+)$`, 'm').exec(text)?.[1];
+    expect(series(await metrics.registry.metrics(), HOST_METRIC_NAMES.pipelineUp)).toBe('1');
+
+    // Act: paused (the row's time), then resumed
+    progress.setPaused(true, Date.parse('2026-12-01T12:00:00Z'));
+    now += 60_000;
+    const paused = await metrics.registry.metrics();
+    progress.setPaused(false);
+    progress.fetched();
+    const resumed = await metrics.registry.metrics();
+
+    // Assess
+    expect(series(paused, HOST_METRIC_NAMES.pipelinePaused)).toBe('1');
+    expect(series(paused, HOST_METRIC_NAMES.pausedSince)).toBe(String(Date.parse('2026-12-01T12:00:00Z') / 1000));
+    expect(series(paused, HOST_METRIC_NAMES.pipelineState, ',state="PAUSED"')).toBe('1');
+    expect(series(paused, HOST_METRIC_NAMES.pipelineState, ',state="RUNNING"')).toBe('0');
+    expect(series(paused, HOST_METRIC_NAMES.pipelineUp)).toBe('0');
+    expect(series(resumed, HOST_METRIC_NAMES.pipelinePaused)).toBe('0');
+    expect(series(resumed, HOST_METRIC_NAMES.pausedSince)).toBe('0');
+    expect(series(resumed, HOST_METRIC_NAMES.pipelineState, ',state="RUNNING"')).toBe('1');
+    expect(series(resumed, HOST_METRIC_NAMES.pipelineUp)).toBe('1');
   });
 
   it('derive up, lag, ages and crashes from the progress records at scrape time, without waiting', async () => {

@@ -1,11 +1,9 @@
-import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../../host/heartbeat.js';
 import { DEFAULT_HEARTBEAT_DIR, loadHostSettings, loadProgressSettings, MAX_EVENT_BYTES } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
-import { runCli } from '../../helpers/cli.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
 
 const base = { KAFKA_BROKERS: '127.0.0.1:9092' };
@@ -150,91 +148,5 @@ describe('loadHostSettings', () => {
       region: 'eu-west-1',
       functions: { reviews: 'storage-consumer-dev-reviews' },
     });
-  });
-});
-
-describe('heartbeat and health check', () => {
-  it('writes the file at most once per interval', async () => {
-    // Prepare
-    const dir = join(await temporaryDirectory(), 'beats');
-    let now = 1_000_000;
-    const heartbeat = createHeartbeat({ dir, pipeline: 'reviews', intervalMs: 5_000, logger: console, now: () => now });
-
-    // Act
-    heartbeat.beat();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const first = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
-    now += 4_000;
-    heartbeat.beat();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const unchanged = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
-    now += 1_000;
-    heartbeat.beat();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const rewritten = await readFile(heartbeatFile(dir, 'reviews'), 'utf8');
-
-    // Assess
-    expect(unchanged).toBe(first);
-    expect(rewritten).not.toBe(first);
-  });
-
-  it('warns once about a failing write and never throws', async () => {
-    // Prepare: the directory is a file
-    const blocker = join(await temporaryDirectory(), 'not-a-dir');
-    await writeFile(blocker, '');
-    const warnings: string[] = [];
-    const logger = { ...console, warn: (message: string) => warnings.push(message) };
-    let now = 0;
-    const heartbeat = createHeartbeat({ dir: blocker, pipeline: 'reviews', intervalMs: 1, logger, now: () => (now += 10) });
-
-    // Act
-    for (let beat = 0; beat < 5; beat += 1) {
-      heartbeat.beat();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-
-    // Assess
-    expect(warnings).toHaveLength(1);
-  });
-
-  it('names each pipeline whose heartbeat is missing or stale', async () => {
-    // Prepare
-    const dir = await temporaryDirectory();
-    const now = Date.now();
-    await writeFile(heartbeatFile(dir, 'app-stats'), '');
-    await writeFile(heartbeatFile(dir, 'reviews'), '');
-    await utimes(heartbeatFile(dir, 'reviews'), new Date(now - 60_000), new Date(now - 60_000));
-
-    // Act
-    const problems = await checkHeartbeats({ dir, pipelines: ['app-stats', 'reviews', 'network-metrics'], maxAgeMs: 16_000, now });
-
-    // Assess
-    expect(problems.map(({ pipeline, ageMs }) => [pipeline, ageMs === undefined ? 'missing' : ageMs > 16_000])).toEqual([
-      ['reviews', true],
-      ['network-metrics', 'missing'],
-    ]);
-    expect(defaultMaxAgeMs(5_000, 1_000)).toBe(16_000);
-  });
-
-  it('exits 0 when every selected pipeline is fresh and 1 otherwise', async () => {
-    // Prepare
-    const dir = await temporaryDirectory();
-    await writeFile(heartbeatFile(dir, 'reviews'), '');
-    const env = { STORAGE_HEARTBEAT_DIR: dir, STORAGE_PIPELINES: 'reviews' };
-
-    // Act
-    const fresh = await runCli(['healthcheck'], env);
-    const missing = await runCli(['healthcheck'], { ...env, STORAGE_PIPELINES: 'reviews,network-metrics' });
-    const stale = await runCli(['healthcheck', '--max-age', '1ms'], env);
-    const unusable = await runCli(['healthcheck', '--max-age', 'x'], env);
-
-    // Assess
-    expect(fresh).toMatchObject({ code: 0, stdout: 'healthy: reviews\n' });
-    expect(missing.code).toBe(1);
-    expect(missing.stdout).toMatch(/^unhealthy: network-metrics: no heartbeat file /);
-    expect(stale.code).toBe(1);
-    expect(stale.stdout).toMatch(/^unhealthy: reviews: heartbeat \d+ ms old \(limit 1 ms\)/);
-    expect(unusable.code).toBe(2);
-    expect(unusable.stderr).toMatch(/--max-age must be a duration/);
   });
 });

@@ -8,10 +8,13 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startHttpEndpoint } from '../../../host/http-endpoint.js';
 import type { HttpEndpoint } from '../../../host/http-endpoint.js';
-import { buildPipelineStatus, redactConnectionDetails } from '../../../host/status-report.js';
+import { buildPipelineStatus } from '../../../host/status-report.js';
+import { redactConnectionDetails } from '../../../shared/redaction.js';
 import type { ProgressFacts } from '../../../host/status-report.js';
 import { bearerMatches } from '../../../host/status-api.js';
 import type { PipelinesTarget } from '../../../host/status-api.js';
+import { evaluateReadiness } from '../../../host/readiness.js';
+import type { ReadinessSource } from '../../../host/readiness.js';
 import { loadHostSettings } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
@@ -100,7 +103,8 @@ describe('PUT /pipelines/{pipeline}/pause and /resume', () => {
 
     expect(paused).toMatchObject({
       status: 202,
-      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:127.0.0.1' },
+      // The row records the caller's address; the answer, like every answer, shows none.
+      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'reindex', by: 'http:<address>' },
     });
     expect(resumed).toMatchObject({ status: 202, body: { pipeline: 'reviews', paused: false, reason: null } });
     expect(target.calls).toEqual([
@@ -307,5 +311,24 @@ describe('the status document', () => {
     expect(redactConnectionDetails('connect ECONNREFUSED [::1]:5432 via postgres://u:p@db:5432/x for user "svc"')).toBe(
       'connect ECONNREFUSED <address> via <url> for user <user>',
     );
+  });
+});
+
+describe('evaluateReadiness', () => {
+  it("passes each cause through the one redaction: /readyz repeats crashes without the broker's address", async () => {
+    const cause =
+      'reviews: no fetch completed for 40 s, 3 consumer crashes since (last: KafkaJSConnectionError: connect ECONNREFUSED 127.0.0.1:19711)';
+    const source = {
+      settings: { storage: { selectedPipelines: ['reviews'] }, invoke: { mode: 'lambda' } },
+      state: () => 'Running',
+      invokers: [],
+      progress: () => [{ snapshot: { inGroup: true, paused: false }, verdict: { state: 'NOT_FETCHING', ready: false, causes: [cause] } }],
+    } as unknown as ReadinessSource;
+
+    const readiness = await evaluateReadiness(source);
+
+    expect(readiness.missing).toEqual([
+      'reviews: no fetch completed for 40 s, 3 consumer crashes since (last: KafkaJSConnectionError: connect ECONNREFUSED <address>)',
+    ]);
   });
 });

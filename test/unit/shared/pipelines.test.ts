@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { RECORD_DELAY_BUCKETS } from '../../../host/metrics.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../../shared/pipelines.js';
 import { STAGES, valueForStage } from '../../../shared/stages.js';
 
@@ -66,6 +67,14 @@ describe.each(PIPELINE_NAMES)('pipeline %s', (name) => {
     expect(spec.batchSize).toBeLessThanOrEqual(10_000);
     expect(spec.lambda.pollers.minimum).toBeLessThanOrEqual(spec.lambda.pollers.maximum);
     for (const stage of STAGES) expect(valueForStage(spec.lagAlarmThreshold, stage)).toBeGreaterThan(0);
+  });
+
+  it("has a freshness objective on every stage that is one of the host's histogram buckets", () => {
+    const buckets: readonly number[] = RECORD_DELAY_BUCKETS;
+    for (const stage of STAGES) {
+      const objective = valueForStage(spec.freshnessObjectiveSeconds, stage);
+      expect(buckets.includes(objective), `${stage}: ${objective} s`).toBe(true);
+    }
   });
 });
 
