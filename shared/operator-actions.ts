@@ -2,6 +2,7 @@ import { hostname, userInfo } from 'node:os';
 import type { Environment } from './env.js';
 import { isTransientError } from './error-classification.js';
 import { StorageConsumerError } from './errors.js';
+import { redactConnectionDetails } from './redaction.js';
 import type { Queryable } from './queryable.js';
 
 /**
@@ -48,7 +49,8 @@ export class AuditUnavailableError extends StorageConsumerError {
 export function auditUnavailable(error: unknown): AuditUnavailableError {
   if (error instanceof AuditUnavailableError) return error;
   const shape = (typeof error === 'object' && error !== null ? error : {}) as { code?: unknown };
-  const message = error instanceof Error ? error.message : String(error);
+  // The one redaction: the reason is shown to operators (stderr, --json), never an address or a user.
+  const message = redactConnectionDetails(error instanceof Error ? error.message : String(error));
   const code = typeof shape.code === 'string' ? shape.code : undefined;
   return new AuditUnavailableError(message || (code ?? 'unknown error'), code, { cause: error });
 }
