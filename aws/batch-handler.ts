@@ -6,6 +6,8 @@ import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
 import type { BatchReport, BatchResponse } from '../shared/batch-report.js';
 import { processBatch } from '../shared/process-batch.js';
+import { redactErrorText } from '../shared/redaction.js';
+import type { BatchRetry } from '../shared/process-batch.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
@@ -19,8 +21,8 @@ export interface PipelineHandlerOptions {
   readonly database?: DatabaseSource;
   /** Told about every batch, e.g. to emit metrics. */
   readonly onBatch?: (report: BatchReport) => void;
-  /** Told about every transient database retry inside a batch, e.g. to count it. */
-  readonly onRetry?: () => void;
+  /** Told about every transient database retry inside a batch, e.g. to count it and show it in the status. */
+  readonly onRetry?: (retry: BatchRetry) => void;
   /** Flushed (EMF to stdout) after every invocation, also a failed one. */
   readonly metrics?: Metrics;
 }
@@ -34,7 +36,8 @@ export interface PipelineHandlerOptions {
  */
 export function createPipelineHandler(pipeline: PipelineName, options: PipelineHandlerOptions = {}) {
   const settings = options.settings ?? loadSettings();
-  const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline } });
+  const logger =
+    options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline }, jsonReplacerFn: redactErrorText });
   const runtime = createPipelineRuntime(pipeline, settings, logger, options.database);
   const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
     const { response, report } = await processBatch(event, runtime, {
@@ -45,5 +48,5 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
     return response;
   }).use(injectLambdaContext(logger));
   if (options.metrics) handler.use(logMetrics(options.metrics));
-  return Object.assign(handler, { close: runtime.close, warm: runtime.warm });
+  return Object.assign(handler, { close: runtime.close, warm: runtime.warm, ping: runtime.ping });
 }

@@ -1,6 +1,8 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { BatchReport } from '../shared/batch-report.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { loadSetting } from '../shared/setting.js';
+import { POWERTOOLS_METRICS_NAMESPACE } from '../shared/setting-declarations.js';
 
 /**
  * Names of the per-batch metrics (CloudWatch EMF). The alarms in `serverless.yml` refer to
@@ -18,9 +20,6 @@ export const BATCH_METRIC_NAMES = {
   recordDelayMs: 'RecordDelayMs',
 } as const;
 
-/** Namespace when `POWERTOOLS_METRICS_NAMESPACE` is unset (the deployment sets it per stage). */
-const DEFAULT_METRICS_NAMESPACE = 'StorageConsumer';
-
 /** The `service` dimension every metric carries, next to `pipeline`. */
 export const METRICS_SERVICE_NAME = 'storage-consumer';
 
@@ -31,7 +30,7 @@ export const METRICS_SERVICE_NAME = 'storage-consumer';
  */
 export function createPipelineMetrics(
   pipeline: PipelineName,
-  namespace: string = process.env.POWERTOOLS_METRICS_NAMESPACE || DEFAULT_METRICS_NAMESPACE,
+  namespace: string = loadSetting(process.env, POWERTOOLS_METRICS_NAMESPACE),
 ): Metrics {
   return new Metrics({ namespace, serviceName: METRICS_SERVICE_NAME, defaultDimensions: { pipeline } });
 }

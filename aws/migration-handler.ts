@@ -11,9 +11,12 @@ import type { MigrationReport } from '../shared/migrations/model.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import { loadSettings } from '../shared/settings.js';
+import { loadSetting } from '../shared/setting.js';
+import { STORAGE_MIGRATIONS_DIR } from '../shared/setting-declarations.js';
 import type { CustomResourceOutcome } from './custom-resource.js';
 import { customResourceResponse, isCustomResourceEvent, sendCustomResourceResponse } from './custom-resource.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';
+import { redactErrorText } from '../shared/redaction.js';
 
 /**
  * `migrations/` next to `handlers/`: true in the repository and in the function's package, where
@@ -62,7 +65,7 @@ function readSetup(options: MigrationHandlerOptions): Setup {
   try {
     const settings = options.settings ?? loadSettings();
     const source = options.database ?? databaseSourceFromEnvironment(settings.database) ?? { settings: async () => settings.database };
-    const directory = options.directory ?? (process.env.STORAGE_MIGRATIONS_DIR || BUNDLED_MIGRATIONS);
+    const directory = options.directory ?? loadSetting(process.env, STORAGE_MIGRATIONS_DIR) ?? BUNDLED_MIGRATIONS;
     return { ok: true, settings, source, directory };
   } catch (error) {
     return { ok: false, error };
@@ -114,7 +117,9 @@ async function bundledRelease(directory: string): Promise<{ hash: string; latest
  * function's timeout; a response PUT that fails is retried until 1 s before it, then logged.
  */
 export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
-  const logger = options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { function: 'migrate' } });
+  const logger =
+    options.logger ??
+    new Logger({ serviceName: 'storage-consumer', persistentKeys: { function: 'migrate' }, jsonReplacerFn: redactErrorText });
   const setup = readSetup(options);
   const migrationLog = {
     info: (message: string, extra: object = {}) => logger.info(message, { ...extra }),

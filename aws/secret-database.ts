@@ -5,13 +5,11 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { z } from 'zod';
 import type { Environment } from '../shared/env.js';
-import { readVariable } from '../shared/env.js';
+import { loadSetting } from '../shared/setting.js';
+import { STORAGE_DB_SECRET_ID } from '../shared/setting-declarations.js';
 import { ConfigurationError, StorageConsumerError } from '../shared/errors.js';
 import type { DatabaseSource } from '../shared/runtime.js';
 import type { DatabaseSettings } from '../shared/settings.js';
-
-/** The variable naming the secret (ARN or name); unset locally, where `DATABASE_URL` is used. */
-const DATABASE_SECRET_VARIABLE = 'STORAGE_DB_SECRET_ID';
 
 /**
  * The secret's JSON, as RDS and Secrets Manager's rotation templates write it: `username` and
@@ -179,6 +177,7 @@ export function databaseSourceFromEnvironment(
   env: Environment = process.env,
   fetchSecret?: SecretFetcher,
 ): DatabaseSource | undefined {
-  const secretId = readVariable(env, DATABASE_SECRET_VARIABLE, z.string().trim().min(1), undefined as string | undefined);
+  // Unset locally, where `DATABASE_URL` is used.
+  const secretId = loadSetting(env, STORAGE_DB_SECRET_ID);
   return secretId === undefined ? undefined : secretDatabaseSource({ secretId, base, fetchSecret });
 }

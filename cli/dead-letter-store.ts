@@ -221,6 +221,8 @@ export interface PurgeGroup {
   readonly pipeline: string;
   readonly reason: string;
   readonly count: number;
+  /** Of them, letters never re-driven (pending): their messages are gone once deleted. */
+  readonly pending: number;
   /** `created_at` of the oldest and the newest letter of the group. */
   readonly oldest: Date;
   readonly newest: Date;
@@ -245,6 +247,7 @@ interface PurgeGroupRow {
   pipeline: string;
   reason: string;
   count: string;
+  pending: string;
   oldest: Date;
   newest: Date;
   digest: string;
@@ -272,7 +275,8 @@ const EMPTY_DIGEST = "left(md5(''), 12)";
 
 /** Groups plus the digest of the whole set, over a relation `source` of (id, pipeline, reason, created_at). */
 function groupedWithDigest(source: string): string {
-  return `SELECT pipeline, reason, count(*)::text AS count, min(created_at) AS oldest, max(created_at) AS newest,
+  return `SELECT pipeline, reason, count(*)::text AS count, count(*) FILTER (WHERE redriven_at IS NULL)::text AS pending,
+                 min(created_at) AS oldest, max(created_at) AS newest,
                  (SELECT left(md5(coalesce(string_agg(id::text, ',' ORDER BY id), '')), 12) FROM ${source}) AS digest
             FROM ${source} GROUP BY pipeline, reason ORDER BY pipeline, reason`;
 }
@@ -282,6 +286,7 @@ async function toSet(db: Queryable, rows: readonly PurgeGroupRow[]): Promise<Pur
     pipeline: row.pipeline,
     reason: row.reason,
     count: Number(row.count),
+    pending: Number(row.pending),
     oldest: row.oldest,
     newest: row.newest,
   }));
@@ -293,7 +298,8 @@ async function toSet(db: Queryable, rows: readonly PurgeGroupRow[]): Promise<Pur
 export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `WITH selected AS (SELECT id, pipeline, reason, created_at FROM dead_letter_events WHERE ${purgeCondition(selection, params)})
+    `WITH selected AS (SELECT id, pipeline, reason, created_at, redriven_at FROM dead_letter_events
+                        WHERE ${purgeCondition(selection, params)})
      ${groupedWithDigest('selected')}`,
     params,
   );
@@ -304,7 +310,8 @@ export async function purgeableDeadLetters(db: Queryable, selection: PurgeSelect
 export async function purgeDeadLetters(db: Queryable, selection: PurgeSelection): Promise<PurgeSet> {
   const params: unknown[] = [];
   const result = await db.query<PurgeGroupRow>(
-    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)} RETURNING id, pipeline, reason, created_at)
+    `WITH deleted AS (DELETE FROM dead_letter_events WHERE ${purgeCondition(selection, params)}
+                      RETURNING id, pipeline, reason, created_at, redriven_at)
      ${groupedWithDigest('deleted')}`,
     params,
   );

@@ -5,13 +5,13 @@ import type { GroupPosition } from '../host/lag.js';
 import type { KafkaSettings } from '../host/settings.js';
 import { loadHostSettings } from '../host/settings.js';
 import type { Environment } from '../shared/env.js';
-import type { Settings } from '../shared/settings.js';
+import type { ConsumerSettings } from '../host/pipeline-settings.js';
 import type { CliIo } from './command.js';
 
 /** A connected admin and the settings it was made from. */
 export interface KafkaContext {
   readonly admin: Admin;
-  readonly settings: Settings;
+  readonly settings: ConsumerSettings;
 }
 
 /** A kafkajs admin (not connected yet) for the host's Kafka settings: brokers, TLS, SASL. */

@@ -5,6 +5,7 @@ import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command } from './command.js';
 import { EXIT, RefusedError, UsageError } from './command.js';
 import { audit } from './commands/audit.js';
+import { config } from './commands/config.js';
 import { dlq } from './commands/dlq.js';
 import { healthcheck } from './commands/healthcheck.js';
 import { lag } from './commands/lag.js';
@@ -17,7 +18,21 @@ import { status } from './commands/status.js';
 import { verify } from './commands/verify.js';
 
 /** Every command, in the order `--help` lists them. */
-export const COMMANDS: readonly Command[] = [run, migrate, healthcheck, verify, status, lag, pause, resume, replay, peek, dlq, audit];
+export const COMMANDS: readonly Command[] = [
+  run,
+  migrate,
+  healthcheck,
+  config,
+  verify,
+  status,
+  lag,
+  pause,
+  resume,
+  replay,
+  peek,
+  dlq,
+  audit,
+];
 
 /** The top-level `--help`. */
 const USAGE = `Usage: storage-consumer <command> [options]
@@ -27,9 +42,11 @@ Commands:
 ${COMMANDS.map((command) => `  ${command.name.padEnd(13)}${command.summary}`).join('\n')}
 
 Run storage-consumer <command> --help for a command's options. Settings come from the same
-environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*).
+environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*: docs/settings.md);
+storage-consumer config prints them.
 
-Exit codes: 0 ok; 1 a check failed, the operation was refused or an error occurred; 2 usage error.
+Exit codes: 0 ok; 1 a check failed, the operation was refused or an error occurred; 2 usage error
+(config: an invalid setting).
 `;
 
 /** The process's streams and environment. */

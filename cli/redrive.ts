@@ -11,7 +11,7 @@ import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Queryable } from '../shared/queryable.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
-import type { Settings } from '../shared/settings.js';
+import type { ConsumerSettings } from '../host/pipeline-settings.js';
 import type { DeadLetterFilter, StoredDeadLetter } from './dead-letter-store.js';
 import { isTruncated, listDeadLetters, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
 
@@ -127,7 +127,7 @@ function filterArguments(filter: DeadLetterFilter, pipeline: string): Record<str
 async function redrivePipeline(
   db: Queryable,
   name: PipelineName,
-  settings: Settings,
+  settings: ConsumerSettings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,
@@ -249,7 +249,7 @@ export class RedriveStoppedError extends AuditUnavailableError {
  */
 export async function redriveDeadLetters(
   db: pg.Pool,
-  settings: Settings,
+  settings: ConsumerSettings,
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,

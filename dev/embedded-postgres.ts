@@ -73,6 +73,11 @@ class EmbeddedPostgresError extends Error {
 const PASSWORD = 'storage-consumer-dev';
 /** The system user the server runs as when we are root. */
 const SERVER_USER = 'postgres';
+
+/** The URL of an embedded server on `port`: what `npm start` prints, and recognises as its own. */
+export function embeddedPostgresUrl(port: number, database = 'storage_consumer'): string {
+  return `postgres://${SERVER_USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+}
 /** Written last into a copy of the binaries: a copy without it (or of another version) is redone. */
 const STAMP_FILE = '.storage-consumer-stamp';
 
@@ -489,7 +494,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     throw error;
   }
   return {
-    url: `postgres://${SERVER_USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
+    url: embeddedPostgresUrl(port, database),
     port,
     dataDir,
     stop,

@@ -77,12 +77,15 @@ export function createHeartbeat(options: {
   readonly pipeline: string;
   readonly intervalMs: number;
   readonly logger: CoreLogger;
-  /** The clock of the interval and of `onWritten`; the file itself always holds wall and monotonic time. */
+  /**
+   * The clock of the interval and of `onWritten`, monotonic by default (a wall-clock step back
+   * must not stop the writes); the file itself always holds wall and monotonic time.
+   */
   readonly now?: () => number;
   /** Told the time (of `now`) of each write that succeeded (the progress record keeps it for `/healthz`). */
   readonly onWritten?: (at: number) => void;
 }): Heartbeat {
-  const now = options.now ?? Date.now;
+  const now = options.now ?? (() => performance.now());
   const file = heartbeatFile(options.dir, options.pipeline);
   let last = -Infinity;
   let warned = false;

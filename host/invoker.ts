@@ -4,6 +4,7 @@ import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../aws/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import type { PingResult } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { HandlerOutcome } from './offsets.js';
@@ -15,16 +16,24 @@ import type { HostSettings } from './settings.js';
  */
 export type InvocationResult = HandlerOutcome & { readonly fatal?: boolean };
 
+/** Where an in-process invoker records a batch's in-invocation database retries (the pipeline's progress record). */
+export interface RetryRecorder {
+  retried(partition: number, error: unknown): void;
+}
+
 /** Calls one pipeline's handler with a Lambda Kafka event. */
 export interface Invoker {
-  /** Never throws: every failure is an outcome. `deadline` is an epoch-ms instant. */
+  /** Never throws: every failure is an outcome. `deadline` is an instant on the monotonic clock (`performance.now()`, host/clock.ts). */
   invoke(event: KafkaEvent, deadline: number): Promise<InvocationResult>;
   /** Releases what the invoker holds (the pipeline's database pool, the HTTP client). */
   close(): Promise<void>;
   /** Prepares for the first invocation (in-process: opens a database connection); may fail. */
   warm?(): Promise<void>;
-  /** Checks that the pipeline's database answers (readiness); absent when the host has no database (Lambda mode). */
-  ping?(): Promise<void>;
+  /**
+   * Checks that the pipeline's database answers (readiness); absent when the host has no database
+   * (Lambda mode). Says so when the database answers but every connection of the pool is held.
+   */
+  ping?(): Promise<PingResult | void>;
 }
 
 /**
@@ -52,7 +61,7 @@ function hostContext(functionName: string, deadline: number): Context {
     awsRequestId: randomUUID(),
     logGroupName: 'storage-consumer-host',
     logStreamName: functionName,
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    getRemainingTimeInMillis: () => Math.max(0, deadline - performance.now()),
     done: () => undefined,
     fail: () => undefined,
     succeed: () => undefined,
@@ -64,11 +73,20 @@ function hostContext(functionName: string, deadline: number): Context {
  * the host's settings, called with a context whose deadline the host derives from the max
  * poll interval. Each stored batch's counts and each database retry go to `metrics`, if given.
  */
-export function createInProcessInvoker(pipeline: PipelineName, settings: Settings, metrics?: PipelineMetrics): Invoker {
+export function createInProcessInvoker(
+  pipeline: PipelineName,
+  settings: Settings,
+  metrics?: PipelineMetrics,
+  progress?: RetryRecorder,
+): Invoker {
   const handler = createPipelineHandler(pipeline, {
     settings,
     onBatch: metrics && ((report) => metrics.recordsStored(report)),
-    onRetry: metrics && (() => metrics.retried()),
+    onRetry: (retry) => {
+      metrics?.retried();
+      // The batch in flight keeps the retry's number and error: the status and the stall line show them.
+      for (const partition of retry.partitions) progress?.retried(partition, retry.error);
+    },
   });
   const functionName = `storage-consumer-${pipeline}`;
   return {
@@ -82,7 +100,7 @@ export function createInProcessInvoker(pipeline: PipelineName, settings: Setting
     },
     close: () => handler.close(),
     warm: () => handler.warm(),
-    ping: () => handler.warm(),
+    ping: () => handler.ping(),
   };
 }
 
@@ -123,7 +141,7 @@ function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): In
         const { InvokeCommand, client } = await sdk;
         response = await client.send(
           new InvokeCommand({ FunctionName: functionName, InvocationType: 'RequestResponse', Payload: JSON.stringify(event) }),
-          { abortSignal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) },
+          { abortSignal: AbortSignal.timeout(Math.max(1, deadline - performance.now())) },
         );
       } catch (error) {
         return { kind: 'error', error, fatal: isFatalInvokeError(error) };
@@ -153,9 +171,14 @@ function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): In
   };
 }
 
-/** The invoker the settings ask for; in-process, its batches report into `metrics`. */
-export function createInvoker(pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics): Invoker {
+/** The invoker the settings ask for; in-process, its batches report into `metrics` and their retries into `progress`. */
+export function createInvoker(
+  pipeline: PipelineName,
+  settings: HostSettings,
+  metrics?: PipelineMetrics,
+  progress?: RetryRecorder,
+): Invoker {
   return settings.invoke.mode === 'lambda'
     ? createLambdaInvoker(pipeline, settings)
-    : createInProcessInvoker(pipeline, settings.storage, metrics);
+    : createInProcessInvoker(pipeline, settings.storage, metrics, progress);
 }

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
 import { installKafkajsWorkarounds } from './kafkajs/index.js';
@@ -41,6 +42,16 @@ export function kafkaConnection(kafka: KafkaSettings): KafkaConnection {
 export function createKafka(kafka: KafkaSettings, options: KafkaClientOptions = {}): Kafka {
   installKafkajsWorkarounds();
   return new Kafka({ ...kafkaConnection(kafka), ...options });
+}
+
+/**
+ * The client id of a host's consumers: `KAFKA_CLIENT_ID` plus this machine's name and process
+ * id (`storage-consumer-host-1-4242`), so two members on one machine (two hosts, or the dev
+ * stack and a host) are told apart in `lag` and `status`, which the broker's `clientHost` alone
+ * cannot do.
+ */
+export function memberClientId(clientId: string, machine: string = hostname(), pid: number = process.pid): string {
+  return `${clientId}-${machine}-${pid}`;
 }
 
 /** Settings for a plaintext broker list without authentication: the dev stack's and tests' brokers. */

@@ -5,7 +5,7 @@
  */
 import { AssignerProtocol } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import type { PipelineSettings } from '../shared/settings.js';
+import type { PipelineSettings } from './pipeline-settings.js';
 
 /** One member of a consumer group. */
 export interface GroupMember {
@@ -78,12 +78,21 @@ async function committedOffsets(admin: Admin, group: string, topic: string): Pro
   return committed;
 }
 
-/** Where one pipeline's group stands on its topic, partition by partition, and its members. */
+/** The broker's answer for a topic it does not have, in words that name the topic. */
+function namingMissingTopic(pipeline: PipelineSettings) {
+  return (error: unknown): never => {
+    if ((error as { type?: unknown }).type === 'UNKNOWN_TOPIC_OR_PARTITION')
+      throw new Error(`topic ${pipeline.topic} of pipeline ${pipeline.name} does not exist`, { cause: error });
+    throw error;
+  };
+}
+
+/** Where one pipeline's group stands on its topic, partition by partition, and its members; a missing topic is named. */
 export async function groupPosition(admin: Admin, pipeline: PipelineSettings): Promise<GroupPosition> {
   const [description, ends, committed] = await Promise.all([
     describeGroup(admin, pipeline.group, pipeline.topic),
-    admin.fetchTopicOffsets(pipeline.topic),
-    committedOffsets(admin, pipeline.group, pipeline.topic),
+    admin.fetchTopicOffsets(pipeline.topic).catch(namingMissingTopic(pipeline)),
+    committedOffsets(admin, pipeline.group, pipeline.topic).catch(namingMissingTopic(pipeline)),
   ]);
   const partitions = ends
     .map(({ partition, low, high }): PartitionPosition => {

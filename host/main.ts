@@ -30,7 +30,12 @@ if (earlySignal !== undefined) {
     process.off('SIGINT', onEarlySignal);
     code = await runHost(loadHostSettings(), { logger });
   } catch (error) {
-    logger.error(error instanceof ConfigurationError ? 'invalid configuration' : 'the host could not start', { error: String(error) });
+    if (error instanceof ConfigurationError) {
+      // Every invalid setting at once, one per entry: fixing them one start at a time is slow.
+      logger.error('invalid configuration', { error: String(error), problems: error.problems });
+    } else {
+      logger.error('the host could not start', { error: String(error) });
+    }
     code = 1;
   }
 }

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BatchReport } from '../shared/batch-report.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { systemClock } from './clock.js';
 import type { ProgressSnapshot, ProgressVerdict } from './progress.js';
 import { PIPELINE_STATES } from './progress.js';
 
@@ -95,12 +96,13 @@ export interface HostMetrics {
  * the start, so `rate()` and absent-series alerts work from the first scrape. The gauges of a
  * pipeline's state (up, lag, ages, crashes) are read from `view` at each scrape, synchronously:
  * a scrape never waits for Kafka or PostgreSQL (the lag comes from the host's background
- * reading, see host/supervisor.ts, and its age says how old it is).
+ * reading, see host/supervisor.ts, and its age says how old it is). `now` is the monotonic clock
+ * of the records (host/clock.ts): ages are durations.
  */
 export function createHostMetrics(
   pipelines: readonly PipelineName[],
   view: () => readonly PipelineView[] = () => [],
-  now: () => number = Date.now,
+  now: () => number = systemClock.monotonic,
 ): HostMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -228,7 +230,7 @@ export function createHostMetrics(
     help: 'When the pipeline last stored a batch, seconds since the epoch (0: not since the start)',
     labelNames: ['pipeline'] as const,
     registers: [registry],
-    collect: perPipeline((entry) => (entry?.snapshot.lastStoredAt ?? 0) / 1000),
+    collect: perPipeline((entry) => (entry?.snapshot.lastStoredWallAt ?? 0) / 1000),
   });
   new Gauge({
     name: HOST_METRIC_NAMES.inFlightAge,

@@ -3,6 +3,7 @@ import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import { changePipelinePause, readPipelinePauses } from '../shared/pause-store.js';
+import { redactConnectionDetails } from '../shared/redaction.js';
 import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pause-store.js';
 import type { HostSettings } from './settings.js';
 
@@ -35,6 +36,8 @@ export interface PauseControlOptions {
   readonly logger: CoreLogger;
   /** Called for each of the host's pipelines whose pause changed (and once for each at the first read). */
   readonly apply: (pipeline: PipelineName, pause: PipelinePause | undefined) => void;
+  /** Told each failed read (the host's progress records say why a pipeline still waits for its first read). */
+  readonly onReadFailed?: (error: unknown) => void;
   /** Test seam: the pool to read and write through; default one connection of its own. */
   readonly pool?: pg.Pool;
 }
@@ -44,7 +47,8 @@ export interface PauseControlOptions {
  * a pipeline's), one plain SELECT every poll interval (no LISTEN/NOTIFY: a transaction-pooling
  * pooler cannot carry it). A read that fails keeps the last known state and warns (once, then at
  * most once a minute while it lasts): a pause already obeyed stays obeyed, and a database that is
- * down stores no batch anyway.
+ * down stores no batch anyway. Before the first read succeeded there is no known state: each
+ * pipeline is held (fetches nothing) until it is, and the warning says so.
  */
 export function createPauseControl(options: PauseControlOptions): PauseControl {
   const { settings, logger, apply } = options;
@@ -81,13 +85,21 @@ export function createPauseControl(options: PauseControlOptions): PauseControl {
       take(pauses);
     } catch (caught) {
       error = caught instanceof Error ? caught.message || caught.name : String(caught);
-      if (Date.now() - warnedAt >= READ_FAILURE_WARN_EVERY_MS) {
-        warnedAt = Date.now();
-        logger.warn('cannot read the pause state; each pipeline keeps its last known pause state', {
-          table: 'pipeline_pauses',
-          error,
-          paused: [...current.keys()],
-        });
+      options.onReadFailed?.(caught);
+      if (performance.now() - warnedAt >= READ_FAILURE_WARN_EVERY_MS) {
+        warnedAt = performance.now();
+        if (applied)
+          logger.warn('cannot read the pause state; each pipeline keeps its last known pause state', {
+            table: 'pipeline_pauses',
+            error: redactConnectionDetails(error),
+            paused: [...current.keys()],
+          });
+        else
+          logger.warn('cannot read the pause state; no pipeline fetches until it is read once', {
+            table: 'pipeline_pauses',
+            error: redactConnectionDetails(error),
+            waiting: [...pipelines],
+          });
       }
     }
   };

@@ -1,4 +1,6 @@
 import type { CoreLogger } from '../shared/logger.js';
+import type { Clock } from './clock.js';
+import { systemClock } from './clock.js';
 import type { Heartbeat } from './heartbeat.js';
 import type { InFlightBatch, PipelineProgress, PipelineState, ProgressBounds } from './progress.js';
 import { batchFields, describeBatch, evaluateProgress } from './progress.js';
@@ -25,13 +27,15 @@ export interface ProgressWatchOptions {
   readonly attemptBudgetMs: number;
   /** Called (once) when the rules say the pipeline has failed: no fetch for the failure bound. */
   readonly onFailed: (reason: string) => void;
-  readonly now?: () => number;
+  /** The record's clock: every age here is measured on its monotonic side. */
+  readonly clock?: Clock;
   readonly tickMs?: number;
 }
 
 const batchLog = (batch: InFlightBatch, now: number) => ({
   ...batchFields(batch),
   attempt: batch.attempt,
+  retries: batch.retries,
   batchAgeMs: now - batch.startedAt,
   attemptAgeMs: now - batch.attemptStartedAt,
   lastError: batch.lastError?.message,
@@ -47,7 +51,8 @@ const batchLog = (batch: InFlightBatch, now: number) => ({
  */
 export function watchProgress(options: ProgressWatchOptions): () => void {
   const { progress, bounds, heartbeat, logger, attemptBudgetMs } = options;
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
+  const now = () => clock.monotonic();
   let previous: PipelineState | undefined;
   let lastStallWarnAt = -Infinity;
   let failed = false;

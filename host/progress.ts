@@ -6,20 +6,26 @@
  *
  * The record only collects facts (what happened, when); {@link evaluateProgress} turns the facts
  * and the bounds into a verdict (state, ready, up, the causes), purely, at the moment asked.
+ * Every time a rule measures is on the monotonic clock (host/clock.ts): a wall-clock step changes
+ * no verdict. Fields named `...WallAt` are wall-clock timestamps, only ever shown to people.
  * Offsets are decimal strings, never `Number`.
  */
 import type { PipelineName } from '../shared/pipelines.js';
+import type { Clock } from './clock.js';
+import { systemClock } from './clock.js';
 
 /**
  * A pipeline's state as the signals report it (Kafka Connect's vocabulary where it fits):
- * - `STARTING`: created, not yet in its consumer group for the first time;
+ * - `STARTING`: created, not yet in its consumer group for the first time, or its pause state
+ *   (`pipeline_pauses`) not read yet (it fetches nothing until it is);
  * - `JOINING`: between a rebalance or a consumer restart and the next assignment;
  * - `RUNNING`: in its group and fetching;
  * - `NOT_FETCHING`: no fetch completed for `STORAGE_FETCH_UNREADY_AFTER_MS` (crash loop,
  *   deleted topic, lost authorization, unreachable broker);
  * - `STALLED`: lag and no stored batch for `STORAGE_STALL_AFTER_MS`;
  * - `PAUSED`: paused by an operator (set through {@link PipelineProgress.setPaused});
- * - `FAILED`: failed (a fatal error, or no fetch for `STORAGE_FETCH_FAIL_AFTER_MS`); the host stops;
+ * - `FAILED`: failed (a fatal error, or no progress for `STORAGE_FETCH_FAIL_AFTER_MS` while a
+ *   fetch is expected); the host stops;
  * - `STOPPED`: stopped on request.
  */
 export const PIPELINE_STATES = ['STARTING', 'JOINING', 'RUNNING', 'NOT_FETCHING', 'STALLED', 'PAUSED', 'FAILED', 'STOPPED'] as const;
@@ -27,15 +33,20 @@ export type PipelineState = (typeof PIPELINE_STATES)[number];
 
 /** The bounds of the rules (settings `STORAGE_FETCH_UNREADY_AFTER_MS`, `STORAGE_FETCH_FAIL_AFTER_MS`, `STORAGE_STALL_AFTER_MS`). */
 export interface ProgressBounds {
-  /** No completed fetch for this long: not ready, `pipeline_up` 0. */
+  /** No completed fetch for this long while one is expected: not ready, `pipeline_up` 0. */
   readonly fetchUnreadyAfterMs: number;
-  /** No completed fetch for this long: the pipeline has failed (the host exits 1). */
+  /** No completed fetch for this long while one is expected: the pipeline has failed (the host exits 1). */
   readonly fetchFailAfterMs: number;
   /** Lag and no stored batch for this long: stalled (not ready, `pipeline_up` 0, a WARN each minute). */
   readonly stallAfterMs: number;
+  /**
+   * A rebalance excuses the missing fetch for at most this long (kafkajs gives a JoinGroup up
+   * after the rebalance timeout plus 5 s); past it the fetch clock runs. `undefined`: no limit.
+   */
+  readonly rebalanceTimeoutMs?: number;
 }
 
-/** An error as the record keeps it: message, stack and when. */
+/** An error as the record keeps it: message, stack and when (wall clock: it is shown, never measured). */
 export interface RecordedError {
   readonly message: string;
   readonly stack: string | undefined;
@@ -48,52 +59,88 @@ export interface InFlightBatch {
   readonly partition: number;
   readonly firstOffset: string;
   readonly lastOffset: string;
-  /** When the first attempt at these offsets began (ms since the epoch). */
+  /** When the first attempt at these offsets began (monotonic ms). */
   readonly startedAt: number;
+  /** The same moment on the wall clock (ms since the epoch), for people. */
+  readonly startedWallAt: number;
   /** 1 for the first attempt; a redelivery of the same first offset counts up. */
   readonly attempt: number;
-  /** When the current attempt began. */
+  /** When the current attempt began (monotonic ms). */
   readonly attemptStartedAt: number;
-  /** Why the previous attempt was not stored, if one was not. */
+  /**
+   * The consumer loop holds the batch: an attempt runs, or it backs off before the redelivery
+   * (heartbeating the group). False once the loop let go of it to fetch it again: a batch that
+   * waits for its redelivery excuses no missing fetch.
+   */
+  readonly busy: boolean;
+  /** Transient database errors retried inside the current attempt (in-process invocations). */
+  readonly retries: number;
+  /** Why the previous attempt, or the last retried try inside this one, was not stored, if one was not. */
   readonly lastError: RecordedError | undefined;
 }
 
 /** What the record knows about one partition. */
 export interface PartitionProgress {
   readonly partition: number;
-  /** The offset this host last committed (the next to read); `undefined` until it commits. */
+  /** The offset this host last committed (the next to read); `undefined` until a commit succeeded. */
   readonly committed: string | undefined;
   /** Messages after the group's committed offset, from the last lag reading or fetched batch. */
   readonly lag: number | undefined;
-  /** Since when the partition has had lag without a break (ms), `undefined` while it has none. */
+  /** Since when the partition has had lag without a break (monotonic ms), `undefined` while it has none. */
   readonly pendingSince: number | undefined;
-  /** When a batch of this partition was last stored. */
+  /** Since when this member holds the partition (monotonic ms; `undefined`: not ours). */
+  readonly heldSince: number | undefined;
+  /** When a batch of this partition was last stored (monotonic ms). */
   readonly lastStoredAt: number | undefined;
+  /** The same on the wall clock, for people. */
+  readonly lastStoredWallAt: number | undefined;
 }
 
-/** A frozen copy of the record at one moment: what every signal reads. */
+/** Whether the pipeline's pause state (`pipeline_pauses`) was read, and what it says. */
+export type PauseState = 'unknown' | 'paused' | 'running';
+
+/** A frozen copy of the record at one moment: what every signal reads. All times are monotonic ms unless named `...WallAt`. */
 export interface ProgressSnapshot {
   readonly pipeline: PipelineName;
   readonly topic: string;
   readonly group: string;
   readonly createdAt: number;
-  /** When the kafkajs consumer was started (the fetch clock runs from here); `undefined` before. */
+  /** When the kafkajs consumer was started; `undefined` before. */
   readonly consumerStartedAt: number | undefined;
   /** Set once by `failed()` / `stopped()`: the end of the pipeline. */
   readonly ended: 'failed' | 'stopped' | undefined;
+  /** `pause === 'paused'`. */
   readonly paused: boolean;
-  /** While paused: when the pause began (the pause row's time, ms since the epoch), else `undefined`. */
+  /** `unknown` until the pause state was read once: the pipeline fetches nothing until then. */
+  readonly pause: PauseState;
+  /** Why the pause state could not be read (an error code, no connection details), while it is unknown. */
+  readonly pauseUnreadable: string | undefined;
+  /** When the pipeline last became free to fetch: its resume, or the first read of its pause state that said running. */
+  readonly resumedAt: number | undefined;
+  /** While paused: when the pause began (the pause row's time, wall clock: ms since the epoch, for people), else `undefined`. */
   readonly pausedSince: number | undefined;
   /** The consumer holds an assignment now (joined, not rebalancing, not crashed). */
   readonly inGroup: boolean;
   /** Partitions of the topic assigned to this member; `undefined` while not in the group. */
   readonly assignment: readonly number[] | undefined;
   readonly joinedAt: number | undefined;
+  /**
+   * Since when a fetch has been expected without one (the fetch clock), `undefined` while none is
+   * expected: a standby without partitions, a rebalance begun in good standing. Restarted by every
+   * completed fetch and every batch the loop lets go of.
+   */
+  readonly fetchClockFrom: number | undefined;
+  /** The consumer crashed since the pipeline last made progress (a fetch, a stored batch, a join): a rebalance then excuses nothing. */
+  readonly crashedSinceProgress: boolean;
+  /** When the rebalance that excuses the missing fetch began; `undefined` outside one. */
+  readonly rebalancingSince: number | undefined;
   /** The last fetch from the broker that returned without error. */
   readonly lastFetchAt: number | undefined;
   /** The last time a batch ended (stored, not stored, or dropped). */
   readonly lastBatchEndAt: number | undefined;
   readonly lastStoredAt: number | undefined;
+  /** The same on the wall clock (ms since the epoch), for people and `last_stored_timestamp_seconds`. */
+  readonly lastStoredWallAt: number | undefined;
   /** Consumer crashes since the last completed fetch, and in all. */
   readonly crashesSinceFetch: number;
   readonly crashesTotal: number;
@@ -115,7 +162,7 @@ export interface ProgressVerdict {
   readonly up: boolean;
   /** Why the pipeline is not ready, one line each (no connection details); empty when ready. */
   readonly causes: readonly string[];
-  /** Time since the last completed fetch, or 0 while a batch is in flight or nothing is assigned. */
+  /** How long a fetch has been expected without one; 0 while none is expected (see {@link evaluateProgress}). */
   readonly notFetchingMs: number;
   /** The oldest in-flight batch, if any. */
   readonly oldestInFlight: InFlightBatch | undefined;
@@ -133,7 +180,9 @@ interface MutablePartition {
   highWatermark: bigint | undefined;
   lag: number | undefined;
   pendingSince: number | undefined;
+  heldSince: number | undefined;
   lastStoredAt: number | undefined;
+  lastStoredWallAt: number | undefined;
 }
 
 /**
@@ -144,17 +193,23 @@ export class PipelineProgress {
   readonly pipeline: PipelineName;
   readonly topic: string;
   readonly group: string;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly createdAt: number;
   private consumerStartedAt: number | undefined;
   private ended: 'failed' | 'stopped' | undefined;
-  private paused = false;
+  private pause: PauseState = 'unknown';
+  private pauseUnreadable: string | undefined;
+  private resumedAt: number | undefined;
   private pausedSince: number | undefined;
   private assignment: number[] | undefined;
   private joinedAt: number | undefined;
+  private fetchClockFrom: number | undefined;
+  private crashedSinceProgress = false;
+  private rebalancingSince: number | undefined;
   private lastFetchAt: number | undefined;
   private lastBatchEndAt: number | undefined;
   private lastStoredAt: number | undefined;
+  private lastStoredWallAt: number | undefined;
   private crashesSinceFetch = 0;
   private crashesTotal = 0;
   private readonly inFlight = new Map<number, InFlightBatch>();
@@ -163,18 +218,30 @@ export class PipelineProgress {
   private lastError: RecordedError | undefined;
   private lastBeatAt: number | undefined;
 
-  constructor(options: { readonly pipeline: PipelineName; readonly topic: string; readonly group: string; readonly now?: () => number }) {
+  constructor(options: { readonly pipeline: PipelineName; readonly topic: string; readonly group: string; readonly clock?: Clock }) {
     this.pipeline = options.pipeline;
     this.topic = options.topic;
     this.group = options.group;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? systemClock;
     this.createdAt = this.now();
+  }
+
+  private now(): number {
+    return this.clock.monotonic();
   }
 
   private partition(partition: number): MutablePartition {
     let entry = this.partitions.get(partition);
     if (entry === undefined) {
-      entry = { committed: undefined, highWatermark: undefined, lag: undefined, pendingSince: undefined, lastStoredAt: undefined };
+      entry = {
+        committed: undefined,
+        highWatermark: undefined,
+        lag: undefined,
+        pendingSince: undefined,
+        heldSince: undefined,
+        lastStoredAt: undefined,
+        lastStoredWallAt: undefined,
+      };
       this.partitions.set(partition, entry);
     }
     return entry;
@@ -187,36 +254,69 @@ export class PipelineProgress {
     else entry.pendingSince = undefined;
   }
 
-  /** The kafkajs consumer is being started (after migrations): the fetch clock starts now. */
+  /** Progress while a fetch is expected: the fetch clock starts again now. */
+  private progressed(at: number): void {
+    if (this.fetchClockFrom !== undefined) this.fetchClockFrom = at;
+  }
+
+  /** The kafkajs consumer is being started (after migrations): a fetch is expected from now. */
   consumerStarted(): void {
-    this.consumerStartedAt ??= this.now();
+    if (this.consumerStartedAt !== undefined) return;
+    this.consumerStartedAt = this.now();
+    this.fetchClockFrom = this.consumerStartedAt;
   }
 
-  /** The consumer joined its group with these partitions of the topic. */
+  /**
+   * The consumer joined its group with these partitions of the topic. No partitions: a standby,
+   * which expects no fetch (its join is its progress). Partitions after a time in which no fetch
+   * was expected (a standby, a rebalance in good standing): the full bound from now. After a crash
+   * or at the start, the clock that already runs goes on (a crash loop that rejoins every time
+   * still fails).
+   */
   joined(partitions: readonly number[]): void {
-    this.assignment = [...partitions].sort((a, b) => a - b);
-    this.joinedAt = this.now();
+    const at = this.now();
+    const next = [...partitions].sort((a, b) => a - b);
+    for (const [number, entry] of this.partitions) if (!next.includes(number)) entry.heldSince = undefined;
+    // A partition new to this member starts its stall clock now, whatever lag readings said
+    // while another member owned it.
+    for (const number of next) this.partition(number).heldSince ??= at;
+    this.assignment = next;
+    this.joinedAt = at;
+    this.rebalancingSince = undefined;
+    if (next.length === 0) {
+      this.fetchClockFrom = undefined;
+      this.crashedSinceProgress = false;
+    } else this.fetchClockFrom ??= at;
     // A partition no longer ours has no batch of ours in flight.
-    for (const partition of this.inFlight.keys()) if (!this.assignment.includes(partition)) this.inFlight.delete(partition);
+    for (const partition of this.inFlight.keys()) if (!next.includes(partition)) this.inFlight.delete(partition);
   }
 
-  /** The consumer lost its assignment: a rebalance began, or it crashed and restarts. */
+  /** A rebalance began: no fetch is expected until the next assignment, unless the consumer crashed since its last progress. */
   left(): void {
     this.assignment = undefined;
+    if (this.crashedSinceProgress) return;
+    this.fetchClockFrom = undefined;
+    this.rebalancingSince ??= this.now();
   }
 
   /** A fetch from the broker returned without error. */
   fetched(): void {
-    this.lastFetchAt = this.now();
+    const at = this.now();
+    this.lastFetchAt = at;
     this.crashesSinceFetch = 0;
+    this.crashedSinceProgress = false;
+    this.progressed(at);
   }
 
-  /** The kafkajs consumer crashed (it restarts when `restart`). */
+  /** The kafkajs consumer crashed (it restarts when `restart`): a fetch is expected, at the latest from now. */
   crashed(error: unknown): void {
     this.crashesSinceFetch += 1;
     this.crashesTotal += 1;
+    this.crashedSinceProgress = true;
     this.assignment = undefined;
-    this.lastError = recordError(error, this.now());
+    this.rebalancingSince = undefined;
+    this.fetchClockFrom ??= this.now();
+    this.lastError = recordError(error, this.clock.wall());
   }
 
   /**
@@ -239,8 +339,11 @@ export class PipelineProgress {
       firstOffset: batch.firstOffset,
       lastOffset: batch.lastOffset,
       startedAt: same ? previous.startedAt : at,
+      startedWallAt: same ? previous.startedWallAt : this.clock.wall(),
       attempt: same ? previous.attempt + 1 : 1,
       attemptStartedAt: at,
+      busy: true,
+      retries: 0,
       lastError: same ? previous.lastError : undefined,
     };
     this.inFlight.set(batch.partition, entry);
@@ -252,18 +355,26 @@ export class PipelineProgress {
     return entry;
   }
 
-  /** The batch in flight on `partition` was stored and its offsets committed up to `next`. */
-  stored(partition: number, next: string): void {
+  /**
+   * The batch in flight on `partition` was stored. Its offsets count as committed only once
+   * {@link committed} is told so: a commit that failed leaves the committed offset where it was.
+   */
+  stored(partition: number): void {
     const at = this.now();
+    const wall = this.clock.wall();
     this.inFlight.delete(partition);
     this.lastStoredAt = at;
+    this.lastStoredWallAt = wall;
     this.lastBatchEndAt = at;
+    this.crashedSinceProgress = false;
+    this.progressed(at);
     const entry = this.partition(partition);
     entry.lastStoredAt = at;
-    entry.committed = next;
-    // What the fetch said is left on the partition, until the next lag reading says better.
-    if (entry.highWatermark !== undefined) {
-      const left = entry.highWatermark - BigInt(next);
+    entry.lastStoredWallAt = wall;
+    // What the fetch said is left after the committed offset, until the next lag reading says
+    // better (a commit that failed leaves the lag where the broker has it).
+    if (entry.highWatermark !== undefined && entry.committed !== undefined) {
+      const left = entry.highWatermark - BigInt(entry.committed);
       this.setLag(partition, Number(left > 0n ? left : 0n), at);
     }
   }
@@ -273,20 +384,40 @@ export class PipelineProgress {
     this.partition(partition).committed = next;
   }
 
-  /** The attempt at the batch on `partition` was not stored; the batch stays in flight for its redelivery. */
+  /** A try of the attempt at the batch on `partition` failed transiently and is retried within the attempt. */
+  retried(partition: number, error: unknown): void {
+    const entry = this.inFlight.get(partition);
+    const recorded = recordError(error, this.clock.wall());
+    this.lastError = recorded;
+    if (entry !== undefined) this.inFlight.set(partition, { ...entry, retries: entry.retries + 1, lastError: recorded });
+  }
+
+  /** The attempt at the batch on `partition` was not stored; the loop backs off, then lets the batch go for its redelivery. */
   notStored(partition: number, error: unknown): void {
     const at = this.now();
     this.lastBatchEndAt = at;
     const entry = this.inFlight.get(partition);
-    const recorded = recordError(error, at);
+    const recorded = recordError(error, this.clock.wall());
     this.lastError = recorded;
     if (entry !== undefined) this.inFlight.set(partition, { ...entry, lastError: recorded });
   }
 
+  /**
+   * The back-off after a failed attempt is over: the batch on `partition` waits for its
+   * redelivery, which needs a fetch. From now it excuses no missing fetch.
+   */
+  awaitingRedelivery(partition: number): void {
+    const entry = this.inFlight.get(partition);
+    if (entry !== undefined) this.inFlight.set(partition, { ...entry, busy: false });
+    this.progressed(this.now());
+  }
+
   /** The batch on `partition` is no longer ours (a rebalance, a stop): nothing of it is in flight here. */
   dropped(partition: number): void {
-    this.lastBatchEndAt = this.now();
+    const at = this.now();
+    this.lastBatchEndAt = at;
     this.inFlight.delete(partition);
+    this.progressed(at);
   }
 
   /**
@@ -308,27 +439,37 @@ export class PipelineProgress {
 
   /** Records an error (with its stack) as the pipeline's last one. */
   error(error: unknown): void {
-    this.lastError = recordError(error, this.now());
+    this.lastError = recordError(error, this.clock.wall());
   }
 
-  /** The heartbeat file was written. */
+  /** The heartbeat file was written (at `at`, monotonic ms). */
   beat(at: number = this.now()): void {
     this.lastBeatAt = at;
   }
 
   /**
-   * An operator paused (true) or resumed (false) the pipeline; `since` is when the pause began
-   * (the pause row's wall-clock time, so a restart keeps it), default now.
+   * The pipeline's pause state, read from `pipeline_pauses`: paused (true) or not (false);
+   * `since` is when the pause began (the pause row's wall-clock time, so a restart keeps it),
+   * default now. The first call ends `unknown`. Becoming free to fetch (a resume, or a first
+   * read that says running) restarts the fetch clock: nothing was fetched while it was held.
    */
   setPaused(paused: boolean, since?: number): void {
-    this.paused = paused;
-    this.pausedSince = paused ? (since ?? Date.now()) : undefined;
+    const next: PauseState = paused ? 'paused' : 'running';
+    if (next === 'running' && this.pause !== 'running') this.resumedAt = this.now();
+    this.pause = next;
+    this.pauseUnreadable = undefined;
+    this.pausedSince = paused ? (since ?? this.clock.wall()) : undefined;
+  }
+
+  /** The pause state could not be read (`reason`: an error code, no connection details); matters only while it is unknown. */
+  pauseUnread(reason: string): void {
+    if (this.pause === 'unknown') this.pauseUnreadable = reason;
   }
 
   /** The pipeline failed (for good). */
   failed(error: unknown): void {
     this.ended ??= 'failed';
-    this.lastError = recordError(error, this.now());
+    this.lastError = recordError(error, this.clock.wall());
     this.assignment = undefined;
   }
 
@@ -347,20 +488,35 @@ export class PipelineProgress {
       createdAt: this.createdAt,
       consumerStartedAt: this.consumerStartedAt,
       ended: this.ended,
-      paused: this.paused,
+      paused: this.pause === 'paused',
+      pause: this.pause,
+      pauseUnreadable: this.pauseUnreadable,
+      resumedAt: this.resumedAt,
       pausedSince: this.pausedSince,
       inGroup: this.assignment !== undefined,
       assignment: this.assignment === undefined ? undefined : [...this.assignment],
       joinedAt: this.joinedAt,
+      fetchClockFrom: this.fetchClockFrom,
+      crashedSinceProgress: this.crashedSinceProgress,
+      rebalancingSince: this.rebalancingSince,
       lastFetchAt: this.lastFetchAt,
       lastBatchEndAt: this.lastBatchEndAt,
       lastStoredAt: this.lastStoredAt,
+      lastStoredWallAt: this.lastStoredWallAt,
       crashesSinceFetch: this.crashesSinceFetch,
       crashesTotal: this.crashesTotal,
       inFlight: [...this.inFlight.values()].sort((a, b) => a.partition - b.partition),
       partitions: [...this.partitions.entries()]
         .sort(([a], [b]) => a - b)
-        .map(([partition, { committed, lag, pendingSince, lastStoredAt }]) => ({ partition, committed, lag, pendingSince, lastStoredAt })),
+        .map(([partition, { committed, lag, pendingSince, heldSince, lastStoredAt, lastStoredWallAt }]) => ({
+          partition,
+          committed,
+          lag,
+          pendingSince,
+          heldSince,
+          lastStoredAt,
+          lastStoredWallAt,
+        })),
       lagReadAt: this.lagReadAt,
       lastError: this.lastError,
       lastBeatAt: this.lastBeatAt,
@@ -377,27 +533,60 @@ function oldest(snapshot: ProgressSnapshot): InFlightBatch | undefined {
   return found;
 }
 
-/** How long a partition has had lag without a stored batch (0 when it has none, or is not ours). */
+/**
+ * How long a partition has had lag without a stored batch while this member could work on it:
+ * measured from the latest of the lag's start, its last stored batch, the moment the partition
+ * became ours and the pipeline's resume (0 when it has no lag, or is not ours).
+ */
 function stallOf(snapshot: ProgressSnapshot, partition: PartitionProgress, now: number): number {
   if (partition.pendingSince === undefined || (partition.lag ?? 0) <= 0) return 0;
   if (!snapshot.assignment?.includes(partition.partition)) return 0;
-  return now - Math.max(partition.pendingSince, partition.lastStoredAt ?? 0);
+  const from = Math.max(
+    partition.pendingSince,
+    partition.lastStoredAt ?? -Infinity,
+    partition.heldSince ?? -Infinity,
+    snapshot.resumedAt ?? -Infinity,
+  );
+  return Math.max(0, now - from);
 }
 
 /**
- * The verdict on one pipeline at `now`, by the rules of docs/operations.md:
- * no completed fetch for `fetchUnreadyAfterMs` (no batch in flight, partitions assigned or not
- * yet joined) is NOT_FETCHING, and for `fetchFailAfterMs` FAILED; a partition of ours with lag
- * and no stored batch for `stallAfterMs` (or a batch in flight for that long) is STALLED.
+ * How long a fetch has been expected without one (docs/operations.md, "The rules behind the
+ * signals"): from the consumer's start while the pause state is unknown (the pipeline cannot
+ * make progress until it is read); 0 while paused, while the loop holds a batch (an attempt or
+ * its back-off: the attempt's own deadline bounds it) and the consumer has not crashed since, and
+ * while no fetch is expected (a standby, a rebalance in good standing); otherwise from the fetch
+ * clock, restarted by the resume.
  */
-export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBounds, now: number = Date.now()): ProgressVerdict {
-  const oldestInFlight = oldest(snapshot);
-  const idle = snapshot.inGroup && snapshot.assignment?.length === 0;
+function notFetchingOf(snapshot: ProgressSnapshot, bounds: ProgressBounds, now: number): number {
   const since = snapshot.consumerStartedAt;
-  const notFetchingMs =
-    since === undefined || oldestInFlight !== undefined || idle || snapshot.paused
-      ? 0
-      : Math.max(0, now - Math.max(snapshot.lastFetchAt ?? since, snapshot.lastBatchEndAt ?? since, since));
+  if (since === undefined || snapshot.ended !== undefined) return 0;
+  if (snapshot.pause === 'unknown') return Math.max(0, now - since);
+  if (snapshot.pause === 'paused') return 0;
+  // A batch the loop holds excuses the missing fetch, unless the consumer crashed since its last
+  // progress: then only storing that batch (or a fetch) is progress.
+  if (!snapshot.crashedSinceProgress && snapshot.inFlight.some((batch) => batch.busy)) return 0;
+  let from = snapshot.fetchClockFrom;
+  // A rebalance that outlasts the broker's own limit on it no longer excuses anything.
+  if (from === undefined && snapshot.rebalancingSince !== undefined && bounds.rebalanceTimeoutMs !== undefined)
+    from = snapshot.rebalancingSince + bounds.rebalanceTimeoutMs;
+  if (from === undefined) return 0;
+  return Math.max(0, now - Math.max(from, snapshot.resumedAt ?? -Infinity));
+}
+
+/**
+ * The verdict on one pipeline at `now` (monotonic ms), by the rules of docs/operations.md:
+ * a fetch expected and none completed for `fetchUnreadyAfterMs` is NOT_FETCHING, and for
+ * `fetchFailAfterMs` FAILED; a partition of ours with lag and no stored batch for `stallAfterMs`
+ * (or a batch in flight for that long) is STALLED.
+ */
+export function evaluateProgress(
+  snapshot: ProgressSnapshot,
+  bounds: ProgressBounds,
+  now: number = systemClock.monotonic(),
+): ProgressVerdict {
+  const oldestInFlight = oldest(snapshot);
+  const notFetchingMs = notFetchingOf(snapshot, bounds, now);
   const verdict = (state: PipelineState, causes: string[], failure?: string): ProgressVerdict => ({
     state,
     ready: state === 'RUNNING' || state === 'PAUSED',
@@ -416,26 +605,40 @@ export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBou
     snapshot.crashesSinceFetch > 0
       ? `, ${snapshot.crashesSinceFetch} consumer crashes since (last: ${snapshot.lastError?.message ?? 'unknown'})`
       : '';
+  const waiting = snapshot.inFlight.find((batch) => !batch.busy);
+  const redelivery =
+    waiting === undefined
+      ? ''
+      : `, a batch waits for its redelivery (partition ${waiting.partition} offsets ${waiting.firstOffset}..${waiting.lastOffset})`;
+  const unread = `pause state not read yet${snapshot.pauseUnreadable === undefined ? '' : ` (${snapshot.pauseUnreadable})`}`;
+  const rebalancing =
+    snapshot.fetchClockFrom === undefined && snapshot.rebalancingSince !== undefined
+      ? ` (rebalancing for ${seconds(now - snapshot.rebalancingSince)}, longer than the rebalance timeout)`
+      : '';
+  const none = snapshot.lastFetchAt === undefined ? ' (none since the start)' : '';
   const fetchAge =
-    snapshot.lastFetchAt === undefined
-      ? `no fetch completed since the start ${seconds(notFetchingMs)} ago`
-      : `no fetch completed for ${seconds(notFetchingMs)}`;
+    snapshot.pause === 'unknown'
+      ? `${unread}, nothing fetched for ${seconds(notFetchingMs)}`
+      : `no fetch completed for ${seconds(notFetchingMs)}${none}${rebalancing}`;
   if (notFetchingMs > bounds.fetchFailAfterMs) {
-    const cause = `${fetchAge}${crashes} (STORAGE_FETCH_FAIL_AFTER_MS=${bounds.fetchFailAfterMs})`;
+    const cause = `${fetchAge}${crashes}${redelivery} (STORAGE_FETCH_FAIL_AFTER_MS=${bounds.fetchFailAfterMs})`;
     return verdict('FAILED', [`${name}: ${cause}`], cause);
   }
   if (notFetchingMs > bounds.fetchUnreadyAfterMs) {
-    return verdict('NOT_FETCHING', [`${name}: ${fetchAge}${crashes}`]);
+    return verdict('NOT_FETCHING', [`${name}: ${fetchAge}${crashes}${redelivery}`]);
   }
+  if (snapshot.pause === 'unknown') return verdict('STARTING', [`${name}: ${unread}; nothing is fetched until it is`]);
   const stalled: string[] = [];
   for (const partition of snapshot.partitions) {
     const stall = stallOf(snapshot, partition, now);
     if (stall > bounds.stallAfterMs)
       stalled.push(`partition ${partition.partition}: lag ${partition.lag} and no stored batch for ${seconds(stall)}`);
   }
+  // A batch kept across a pause is measured from the resume: nothing could store it meanwhile.
+  const batchStall = oldestInFlight === undefined ? 0 : now - Math.max(oldestInFlight.startedAt, snapshot.resumedAt ?? -Infinity);
   if (
     oldestInFlight !== undefined &&
-    now - oldestInFlight.startedAt > bounds.stallAfterMs &&
+    batchStall > bounds.stallAfterMs &&
     !stalled.some((line) => line.startsWith(`partition ${oldestInFlight.partition}:`))
   ) {
     stalled.push(`partition ${oldestInFlight.partition}: batch in flight for ${seconds(now - oldestInFlight.startedAt)}`);
@@ -449,11 +652,12 @@ export function evaluateProgress(snapshot: ProgressSnapshot, bounds: ProgressBou
   return verdict('RUNNING', []);
 }
 
-/** `topic 3 offsets 100..199, attempt 2, 35 s old, last error: ...`: a batch in one phrase. */
-export function describeBatch(batch: InFlightBatch, now: number = Date.now()): string {
+/** `topic 3 offsets 100..199, attempt 2 (1 database retry), 35 s old, last error: ...`: a batch in one phrase. */
+export function describeBatch(batch: InFlightBatch, now: number = systemClock.monotonic()): string {
   const error = batch.lastError === undefined ? '' : `, last error: ${batch.lastError.message}`;
+  const retries = batch.retries === 0 ? '' : ` (${batch.retries} database ${batch.retries === 1 ? 'retry' : 'retries'})`;
   return (
-    `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}, ` +
+    `${batch.topic} partition ${batch.partition} offsets ${batch.firstOffset}..${batch.lastOffset}, attempt ${batch.attempt}${retries}, ` +
     `${seconds(now - batch.startedAt)} old${error}`
   );
 }

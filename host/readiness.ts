@@ -7,6 +7,7 @@ import { redactConnectionDetails } from '../shared/redaction.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineView } from './metrics.js';
 import type { PipelineState } from './progress.js';
+import { describeBatch } from './progress.js';
 import type { HostSettings } from './settings.js';
 import type { HostState } from './supervisor.js';
 
@@ -20,7 +21,11 @@ export interface PipelineReadiness {
   readonly failed: boolean;
   /** Paused by an operator (`pipeline_pauses`): still ready, fetching nothing. */
   readonly paused: boolean;
-  /** `ok`, why the database does not answer (an error code, never a host or user name), or why it was not checked. */
+  /**
+   * `ok`; `pool held (N of N connections busy)` when the database answers but the pipeline's pool
+   * is held (a blocked batch); why the database does not answer (an error code, never a host or
+   * user name); or why it was not checked.
+   */
   readonly database: string;
 }
 
@@ -56,8 +61,21 @@ export function databaseProblem(error: unknown): string {
   return 'unknown error';
 }
 
-/** `ok`, or why a pipeline's database does not answer its invoker's ping within the limit. */
-async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings): Promise<string> {
+/** A ping's verdict: `database` as {@link PipelineReadiness} shows it, and what holds a full pool. */
+interface PingVerdict {
+  readonly database: string;
+  readonly held?: { readonly size: number; readonly waits: readonly string[] };
+}
+
+/** `ok`, the pool is held, or why a pipeline's database does not answer its invoker's ping within the limit. */
+async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings): Promise<PingVerdict> {
+  const database = await pingText(invoker, settings);
+  return typeof database === 'string'
+    ? { database }
+    : { database: `pool held (${database.size} of ${database.size} connections busy)`, held: database };
+}
+
+async function pingText(invoker: Invoker | undefined, settings: HostSettings): Promise<string | NonNullable<PingVerdict['held']>> {
   if (invoker?.ping === undefined)
     return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
   let timer: NodeJS.Timeout | undefined;
@@ -68,13 +86,24 @@ async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings
     );
   });
   try {
-    await Promise.race([invoker.ping(), timeout]);
-    return 'ok';
+    const result = await Promise.race([invoker.ping(), timeout]);
+    return result?.poolHeld ?? 'ok';
   } catch (error) {
     return databaseProblem(error);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The database answers, but the pipeline's pool is held: by which batch (the oldest in flight, as
+ * the stall line names it) and what its statements wait on.
+ */
+function poolHeldLine(name: string, held: NonNullable<PingVerdict['held']>, snapshot: PipelineView['snapshot']): string {
+  const oldest = [...snapshot.inFlight].sort((a, b) => a.startedAt - b.startedAt)[0];
+  const batch = oldest === undefined ? 'no batch of this host in flight' : `the batch in flight: ${describeBatch(oldest)}`;
+  const waits = held.waits.length === 0 ? '' : `; ${held.waits.join('; ')}`;
+  return `${name}: database answers, but all ${held.size} connection(s) of the pipeline's pool are held by ${batch}${waits}`;
 }
 
 /**
@@ -89,7 +118,9 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
   // that nothing closes, and the state alone already makes such a host not ready.
   const running = host.state() === 'Running';
   const databases = await Promise.all(
-    names.map((_, index) => (running ? pingDatabase(invokers[index], settings) : Promise.resolve(`not checked (host ${host.state()})`))),
+    names.map((_, index) =>
+      running ? pingDatabase(invokers[index], settings) : Promise.resolve({ database: `not checked (host ${host.state()})` }),
+    ),
   );
   const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
   const missing: string[] = [];
@@ -98,7 +129,7 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
   const views = host.progress();
   names.forEach((name, index) => {
     const { snapshot, verdict } = views[index] as PipelineView;
-    const database = databases[index] as string;
+    const { database, held } = databases[index] as PingVerdict;
     pipelines[name] = {
       state: verdict.state,
       ready: verdict.ready,
@@ -109,7 +140,9 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
     };
     // A cause may quote a crash (`connect ECONNREFUSED 10.0.0.5:9092`): /readyz answers anyone who reaches the port.
     missing.push(...verdict.causes.map(redactConnectionDetails));
-    if (running && database !== 'ok' && settings.invoke.mode !== 'lambda') missing.push(`${name}: database does not answer: ${database}`);
+    if (running && held !== undefined) missing.push(redactConnectionDetails(poolHeldLine(name, held, snapshot)));
+    else if (running && database !== 'ok' && settings.invoke.mode !== 'lambda')
+      missing.push(`${name}: database does not answer: ${database}`);
   });
   return { ready: missing.length === 0, state, pipelines, missing };
 }

@@ -45,10 +45,10 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   let earlySignal: NodeJS.Signals | undefined;
   // Installed before anything is awaited: a signal at any moment of the start stops it gracefully.
   const onSignal = (signal: NodeJS.Signals) => {
-    if (received > 0 && signal === 'SIGINT' && Date.now() - firstAt < RELAYED_SIGINT_MS) return;
+    if (received > 0 && signal === 'SIGINT' && performance.now() - firstAt < RELAYED_SIGINT_MS) return;
     received += 1;
     if (received === 1) {
-      firstAt = Date.now();
+      firstAt = performance.now();
       if (host === undefined) {
         earlySignal = signal;
         return;

@@ -25,6 +25,8 @@ export interface InFlightStatus {
   readonly last_offset: string;
   readonly started_at: string;
   readonly attempt: number;
+  /** Transient database errors retried inside the current attempt (in-process); `last_error` is the latest. */
+  readonly retries: number;
   readonly last_error: StatusError | null;
 }
 
@@ -91,14 +93,16 @@ export interface ProgressFacts {
     readonly partition: number;
     readonly firstOffset: string;
     readonly lastOffset: string;
-    readonly startedAt: number;
+    /** Wall clock (ms since the epoch): shown, never measured. */
+    readonly startedWallAt: number;
     readonly attempt: number;
+    readonly retries: number;
     readonly lastError: KeptError | undefined;
   }>;
   readonly partitions: ReadonlyArray<{
     readonly partition: number;
     readonly committed: string | undefined;
-    readonly lastStoredAt: number | undefined;
+    readonly lastStoredWallAt: number | undefined;
   }>;
   readonly lastError: KeptError | undefined;
 }
@@ -178,12 +182,13 @@ export function buildPipelineStatus(inputs: StatusInputs): PipelineStatusDocumen
           ? {
               first_offset: batch.firstOffset,
               last_offset: batch.lastOffset,
-              started_at: new Date(batch.startedAt).toISOString(),
+              started_at: new Date(batch.startedWallAt).toISOString(),
               attempt: batch.attempt,
+              retries: batch.retries,
               last_error: statusError(batch.lastError),
             }
           : null,
-        last_stored_at: iso(local?.lastStoredAt),
+        last_stored_at: iso(local?.lastStoredWallAt),
       };
     });
   return {

@@ -4,10 +4,11 @@ import { hostname } from 'node:os';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { systemClock } from './clock.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
-import { createKafka } from './kafka-connection.js';
+import { createKafka, memberClientId } from './kafka-connection.js';
 import { kafkaLogging } from './kafkajs/log-adapter.js';
-import type { Invoker } from './invoker.js';
+import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { groupPosition } from './lag.js';
 import type { GroupPosition } from './lag.js';
@@ -15,17 +16,18 @@ import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
 import type { PipelineConsumer } from './topic-consumer.js';
-import { createPipelineConsumer } from './topic-consumer.js';
+import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import type { PipelineState } from './progress.js';
 import { batchFields, evaluateProgress, PipelineProgress } from './progress.js';
 import { watchProgress } from './progress-watch.js';
 import { buildPipelineStatus } from './status-report.js';
 import type { PipelinesTarget } from './status-api.js';
-import { evaluateReadiness } from './readiness.js';
+import { databaseProblem, evaluateReadiness } from './readiness.js';
 import type { Readiness } from './readiness.js';
 import type { HostSettings } from './settings.js';
 import { SERVICE_VERSION } from '../shared/version.js';
+import { redactErrorText } from '../shared/redaction.js';
 
 /** The host's life cycle (docs/design.md section 9). */
 export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
@@ -39,7 +41,7 @@ export const EXIT_FAILED = 1;
 export interface HostOptions {
   readonly logger?: CoreLogger;
   /** Builds each pipeline's invoker; default: in-process or Lambda, as the settings say. */
-  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics) => Invoker;
+  readonly createInvoker?: (pipeline: PipelineName, settings: HostSettings, metrics?: PipelineMetrics, progress?: RetryRecorder) => Invoker;
   /** Where the pipelines count their batches (the HTTP endpoint's `/metrics`); default: nowhere. */
   readonly metrics?: HostMetrics;
 }
@@ -85,7 +87,14 @@ export interface Liveness {
 
 /** The host's own log lines: JSON through Powertools, like the handlers'. */
 export function createHostLogger(): CoreLogger {
-  return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' } });
+  return new Logger({ serviceName: 'storage-consumer', persistentKeys: { component: 'host' }, jsonReplacerFn: redactErrorText });
+}
+
+/** Why the pause table could not be read, without connection details: an error code, or a timeout. */
+function pauseReadProblem(error: unknown): string {
+  const problem = databaseProblem(error);
+  // node-postgres' client-side query timeout carries no code (a locked table, a hung server).
+  return problem === 'Error' && error instanceof Error && /timeout/i.test(error.message) ? 'no answer within the query timeout' : problem;
 }
 
 /** Resolves after `ms` without keeping the process alive. */
@@ -131,7 +140,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   // The progress records, their heartbeat files and their watches exist from the start, so the
   // health check and `/healthz` agree from the first moment (a long migration included).
-  const bounds = settings.progress;
+  // kafkajs gives a JoinGroup up after the rebalance timeout plus 5 s (its network delay).
+  const bounds = { ...settings.progress, rebalanceTimeoutMs: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS + 5_000 };
   const records = settings.storage.selectedPipelines.map(
     (name) =>
       new PipelineProgress({
@@ -152,6 +162,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         pipeline: progress.pipeline,
         intervalMs: settings.heartbeat.intervalMs,
         logger,
+        now: () => systemClock.monotonic(),
         onWritten: (at) => progress.beat(at),
       }),
       onFailed: (reason) => {
@@ -173,10 +184,10 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         logger.info('migrations applied', { ...report });
       }
       if (stopReason === undefined) {
-        kafka = createKafka(settings.kafka, kafkaLogging(logger));
+        kafka = createKafka(settings.kafka, { ...kafkaLogging(logger), clientId: memberClientId(settings.kafka.clientId) });
         for (const name of pipelines) {
           const pipelineMetrics = options.metrics?.pipeline(name);
-          const invoker = makeInvoker(name, settings, pipelineMetrics);
+          const invoker = makeInvoker(name, settings, pipelineMetrics, records[consumers.length]);
           invokers.push(invoker);
           consumers.push(
             createPipelineConsumer({
@@ -191,11 +202,16 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
             }),
           );
         }
-        // The pause state is read before any consumer joins: a paused pipeline stays paused across restarts.
+        // The pause state is read before any consumer joins: a paused pipeline stays paused across
+        // restarts. A consumer fetches nothing until its pause state was read once: while the
+        // table cannot be read, the pipeline waits (STARTING, then the fetch bounds).
         pauseControl = createPauseControl({
           settings,
           logger,
           apply: (name, pause) => consumers[pipelines.indexOf(name)]?.setPaused(pause),
+          onReadFailed: (error) => {
+            for (const record of records) record.pauseUnread(`cannot read pipeline_pauses: ${pauseReadProblem(error)}`);
+          },
         });
         await pauseControl.refresh();
         pauseControl.start();
@@ -268,7 +284,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readiness = (): Promise<Readiness> => evaluateReadiness({ settings, state: () => state, invokers, progress });
 
   const progress = (): PipelineView[] => {
-    const now = Date.now();
+    const now = systemClock.monotonic();
     return records.map((record) => {
       const snapshot = record.snapshot();
       return { snapshot, verdict: evaluateProgress(snapshot, bounds, now) };
@@ -276,7 +292,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
 
   const liveness = (): Liveness => {
-    const now = Date.now();
+    const now = systemClock.monotonic();
     const pipelines: Partial<Record<PipelineName, { state: PipelineState; heartbeatAgeMs: number | null }>> = {};
     const missing: string[] = [];
     if (state === 'Failing' || state === 'Stopped') missing.push(`host: ${state}`);
@@ -309,7 +325,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const readLag = async (): Promise<void> => {
     if (kafka === undefined || lagClosed) return;
     const admin = await connectedAdmin();
-    const startedAt = Date.now();
+    const startedAt = systemClock.monotonic();
     const positions = await Promise.all(
       settings.storage.selectedPipelines.map((name) => groupPosition(admin, settings.storage.pipelines[name])),
     );

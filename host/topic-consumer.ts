@@ -3,7 +3,7 @@ import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
-import type { PipelineSettings } from '../shared/settings.js';
+import type { PipelineSettings } from './pipeline-settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import { PipelineFailedError } from './pipeline-failure.js';
@@ -28,7 +28,7 @@ const MAX_BYTES_PER_PARTITION = 1_048_576;
 const MAX_BYTES = 4 * MAX_BYTES_PER_PARTITION;
 
 /** Time a member has to rejoin beyond the worst batch, for the commit and a poll. */
-const REBALANCE_MARGIN_MS = 10_000;
+export const REBALANCE_MARGIN_MS = 10_000;
 
 /** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
 const WAIT_SLICE_MS = 200;
@@ -65,7 +65,8 @@ export interface PipelineConsumer {
   /**
    * Pauses (a pause row) or resumes (`undefined`) the pipeline in this process: a pause lets the
    * batch in flight finish and commit, then fetches nothing of any assigned partition; the
-   * consumer stays in its group (kafkajs keeps heartbeating), so nothing rebalances.
+   * consumer stays in its group (kafkajs keeps heartbeating), so nothing rebalances. Until the
+   * first call (the pause state read once) the consumer fetches nothing: it may be paused.
    */
   setPaused(pause: PipelinePause | undefined): void;
 }
@@ -116,6 +117,11 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   let stopping = false;
   /** The pause this process obeys (from `pipeline_pauses`); `undefined` = running. */
   let pause: PipelinePause | undefined;
+  /** Until the pause state was read once, nothing is fetched: the pipeline may be paused. */
+  let pauseKnown = false;
+  const held = () => !pauseKnown || pause !== undefined;
+  /** The consumer was started (before that, a first pause state read is the ordinary start). */
+  let started = false;
 
   // Before the consumer's first fetch: completed fetches and unreadable batches are seen there.
   installFetchProbe();
@@ -182,7 +188,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     memberId = payload.memberId;
     // kafkajs emits this inside the join, before the first fetch of the new assignment; a
     // consumer it restarted after a crash is a new one whose pause state is empty: pause again.
-    if (pause) pauseFetching();
+    if (held()) pauseFetching();
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
   const stopWatchingFetches = onFetchCompleted(pipeline.topic, () => progress.fetched());
@@ -234,7 +240,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       payload.heartbeat().catch(() => undefined);
     }, heartbeatIntervalMs);
     try {
-      return await invoker.invoke(hostEvent.event, Date.now() + settings.maxPollIntervalMs);
+      return await invoker.invoke(hostEvent.event, performance.now() + settings.maxPollIntervalMs);
     } finally {
       clearInterval(timer);
     }
@@ -264,9 +270,9 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
 
   /** Waits before a redelivery, heartbeating; cut short by a stop, a failure or a rebalance. */
   const backOff = async (payload: EachBatchPayload, delayMs: number) => {
-    const until = Date.now() + delayMs;
-    while (Date.now() < until && payload.isRunning() && failure === undefined && pause === undefined) {
-      await sleep(Math.min(WAIT_SLICE_MS, until - Date.now()));
+    const until = performance.now() + delayMs;
+    while (performance.now() < until && payload.isRunning() && failure === undefined && !held()) {
+      await sleep(Math.min(WAIT_SLICE_MS, until - performance.now()));
       if (!(await heartbeatGroup(payload))) return;
     }
   };
@@ -281,7 +287,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // After a stop request or a seek the rest of the batch is not ours to invoke. After a
       // pause it waits: its offsets are not resolved, so the first fetch after the resume
       // starts with it.
-      if (failure || pause || !payload.isRunning() || payload.isStale()) return;
+      if (failure || held() || !payload.isRunning() || payload.isStale()) return;
       const [first] = hostEvent.partitions;
       const place: BatchPlace = {
         topic: batch.topic,
@@ -327,7 +333,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       if (decision.commit.length > 0) await commit(payload, decision.commit, place);
       if (decision.redeliver.length === 0) {
         failuresInRow.delete(batch.partition);
-        progress.stored(batch.partition, first?.next ?? place.lastOffset);
+        progress.stored(batch.partition);
         if (!(await heartbeatGroup(payload))) return;
         continue;
       }
@@ -346,10 +352,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         redeliverFrom: decision.redeliver,
         attempt,
         batchAttempt: inFlight.attempt,
-        batchAgeMs: Date.now() - inFlight.startedAt,
+        batchAgeMs: Math.round(performance.now() - inFlight.startedAt),
         delayMs,
       });
       await backOff(payload, delayMs);
+      // From here the batch needs a fetch to come back: it no longer excuses a missing one.
+      progress.awaitingRedelivery(batch.partition);
       for (const { topic, partition, offset } of decision.redeliver) consumer.seek({ topic, partition, offset });
       return;
     }
@@ -358,7 +366,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   return {
     fail: (message, cause) => fail(message, cause),
     async start() {
+      started = true;
       progress.consumerStarted();
+      if (!pauseKnown)
+        logger.warn('pause state not read yet; the pipeline joins its group but fetches nothing until it is read', {
+          pipeline: pipeline.name,
+        });
       try {
         await consumer.connect();
         await consumer.subscribe({ topics: [pipeline.topic], fromBeginning: true });
@@ -385,7 +398,9 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     memberId: () => memberId,
     setPaused(next) {
-      if ((next === undefined) === (pause === undefined)) {
+      const first = !pauseKnown;
+      pauseKnown = true;
+      if (!first && (next === undefined) === (pause === undefined)) {
         pause = next;
         return;
       }
@@ -401,15 +416,16 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         });
         return;
       }
-      // A failed pipeline stays paused: it is going down.
-      if (failure === undefined) {
+      // A failed pipeline stays paused: it is going down. Before the start nothing is paused in kafkajs.
+      if (failure === undefined && started) {
         try {
           consumer.resume([{ topic: pipeline.topic }]);
         } catch {
           // Not running yet: nothing was paused.
         }
       }
-      logger.info('pipeline resumed', { pipeline: pipeline.name });
+      if (!first) logger.info('pipeline resumed', { pipeline: pipeline.name });
+      else if (started) logger.info('pause state read: the pipeline is not paused; it fetches now', { pipeline: pipeline.name });
     },
     async stop() {
       stopping = true;

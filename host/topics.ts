@@ -114,8 +114,8 @@ export async function ensureTopics(
 
     let current = await describeWith(admin, names);
     // A topic just created may take a moment to show up in the broker's metadata.
-    const deadline = Date.now() + METADATA_WAIT_MS;
-    while (missing.length > 0 && current.some(({ partitions }) => partitions === null) && Date.now() < deadline) {
+    const deadline = performance.now() + METADATA_WAIT_MS;
+    while (missing.length > 0 && current.some(({ partitions }) => partitions === null) && performance.now() < deadline) {
       await sleep(200);
       current = await describeWith(admin, names);
     }
@@ -153,7 +153,7 @@ function isUnknownTopic(error: unknown): boolean {
 const METADATA_WAIT_MS = 30_000;
 
 async function describeWith(admin: Admin, topics: readonly string[]): Promise<TopicDescription[]> {
-  const deadline = Date.now() + METADATA_WAIT_MS;
+  const deadline = performance.now() + METADATA_WAIT_MS;
   for (;;) {
     const existing = new Set(await admin.listTopics());
     const present = topics.filter((topic) => existing.has(topic));
@@ -164,7 +164,7 @@ async function describeWith(admin: Admin, topics: readonly string[]): Promise<To
         partitions: metadata.find((entry) => entry.name === topic)?.partitions.length ?? null,
       }));
     } catch (error) {
-      if (!isUnknownTopic(error) || Date.now() > deadline) throw error;
+      if (!isUnknownTopic(error) || performance.now() > deadline) throw error;
       await sleep(200);
     }
   }

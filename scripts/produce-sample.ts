@@ -7,10 +7,10 @@ import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
 import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
-import { loadSettings } from '../shared/settings.js';
+import { loadConsumerSettings } from '../host/pipeline-settings.js';
 
 const brokers = (process.env.KAFKA_BROKERS || `127.0.0.1:${process.env.KAFKA_PORT || 9092}`).split(',').map((b) => b.trim());
-const { pipelines } = loadSettings();
+const { pipelines } = loadConsumerSettings();
 const now = new Date();
 const iso = (offsetMinutes = 0) => new Date(now.getTime() + offsetMinutes * 60_000).toISOString().replace('Z', '');
 const reviewId = `gp:sample-${now.getTime()}`;
@@ -31,7 +31,14 @@ const samples: Array<{ pipeline: keyof typeof pipelines; key: string; value: str
   },
   { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(0, 17)), expect: 'row in reviews' },
   { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(5, 21)), expect: 'same review updated (thumbs 21)' },
-  { pipeline: 'reviews', key: reviewId, value: JSON.stringify(review(-5, 1)), expect: 'older version: skipped by the guard' },
+  {
+    pipeline: 'reviews',
+    key: reviewId,
+    value: JSON.stringify(review(-5, 1)),
+    expect:
+      'older version: not stored (in one batch with the update it counts as deduplicated, ' +
+      'in a later batch as skipped by the last_synced_at guard)',
+  },
   {
     pipeline: 'network-metrics',
     key: 'analysis',

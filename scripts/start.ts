@@ -2,9 +2,12 @@
  * `npm start`: the whole service on embedded defaults, for a newcomer's first run.
  *
  * 1. A Kafka broker: `KAFKA_BROKERS` if set, else a single-node KRaft broker started from the
- *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092).
- * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, port
- *    `EMBEDDED_PG_PORT`, default 54329).
+ *    project's Maven cache (data in `.data/kafka`, port `KAFKA_PORT`, default 9092, controller
+ *    port `KAFKA_CONTROLLER_PORT`, default the port + 1).
+ * 2. PostgreSQL: `DATABASE_URL` if set, else an embedded server (data in `.data/postgres`, or as
+ *    root where the module says; port `EMBEDDED_PG_PORT`, default 54329).
+ *    The two values the banner prints for the CLI (`KAFKA_BROKERS`, `DATABASE_URL` of this dev
+ *    stack) count as unset when exported: they name what npm start itself starts.
  * 3. DEV ONLY: the App API stand-in table and three example apps; then the migrations. Into a
  *    `DATABASE_URL` of your own only with `npm start -- --allow-dev-sql`: without it, a set
  *    `DATABASE_URL` is refused before anything starts (it might be a real database).
@@ -17,6 +20,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ensureBroker } from '../dev/kafka/broker.js';
 import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { forgetOwnAddresses, portVariable } from '../dev/start-env.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runHost } from '../host/run.js';
 import { loadHostSettings } from '../host/settings.js';
@@ -26,6 +30,9 @@ import { ensureTopics } from '../host/topics.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
+import { loadSetting } from '../shared/setting.js';
+import { DATABASE_URL } from '../shared/setting-declarations.js';
+import { loadConsumerSettings } from '../host/pipeline-settings.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const say = (line: string) => console.log(`[start] ${line}`);
@@ -46,7 +53,12 @@ const ALLOW_DEV_SQL = 'allow-dev-sql';
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { [ALLOW_DEV_SQL]: { type: 'boolean' } } });
-  if (process.env.DATABASE_URL && values[ALLOW_DEV_SQL] !== true) {
+  const kafkaPort = portVariable(process.env, 'KAFKA_PORT', 9092);
+  // As `npm run kafka:start` does: the broker's port + 1, so another KAFKA_PORT collides with neither.
+  const controllerPort = portVariable(process.env, 'KAFKA_CONTROLLER_PORT', kafkaPort === 0 ? 0 : kafkaPort + 1);
+  const postgresPort = portVariable(process.env, 'EMBEDDED_PG_PORT', 54329);
+  const { ownDatabase } = await forgetOwnAddresses(process.env, { kafkaPort, postgresPort, say });
+  if (loadSetting(process.env, DATABASE_URL) !== undefined && !ownDatabase && values[ALLOW_DEV_SQL] !== true) {
     throw new Error(
       'DATABASE_URL is set, and npm start would create the App API stand-in table and example apps in it (dev only). ' +
         `Unset DATABASE_URL to use the embedded PostgreSQL, or run npm start -- --${ALLOW_DEV_SQL} if that database is a throw-away one.`,
@@ -55,23 +67,27 @@ async function main(): Promise<number> {
   const logger = createHostLogger();
   installProcessGuards(logger);
   // Validate what we can before starting anything.
-  const storage = loadSettings();
-  say('starting Kafka (first run: resolves Apache Kafka from Maven Central into .cache/kafka)');
+  const storage = loadConsumerSettings();
+  // resolveKafka says so itself when it fetches Kafka (the first run only).
+  say('starting Kafka');
   const cluster = await ensureBroker({
-    port: Number(process.env.KAFKA_PORT ?? 9092),
+    port: kafkaPort,
+    controllerPort,
     dataDir: path.join(root, '.data/kafka'),
     log: (line) => say(line),
   });
   let database: EmbeddedDatabase | undefined;
   try {
-    let url = process.env.DATABASE_URL;
+    let url = loadSetting(process.env, DATABASE_URL);
     if (!url) {
-      say('starting the embedded PostgreSQL (data in .data/postgres)');
+      say('starting the embedded PostgreSQL');
       database = await startEmbeddedPostgres({
         dataDir: path.join(root, '.data/postgres'),
-        port: Number(process.env.EMBEDDED_PG_PORT ?? 54329),
+        port: postgresPort,
         notice: say,
       });
+      // As root the data may live elsewhere than asked (see dev/embedded-postgres.ts): the real folder.
+      say(`embedded PostgreSQL: data in ${database.dataDir} (remove that folder, with npm start stopped, to start afresh)`);
       url = database.url;
     }
     say('DEV ONLY: creating the App API stand-in table and example apps');
@@ -97,7 +113,8 @@ async function main(): Promise<number> {
     say(`PostgreSQL: ${url}`);
     say('Send messages: npm run produce:sample   (good and bad ones; watch rows and dead letters appear)');
     say(`Look:        psql "${url}" -c 'SELECT review_id, score FROM reviews'`);
-    say(`             DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    say(`CLI:         DATABASE_URL="${url}" KAFKA_BROKERS=${cluster.brokers.join(',')} npx storage-consumer verify`);
+    say('             (export both in another terminal for every command; npm start takes them as its own when exported here)');
     if (settings.http.port !== 0)
       say(`Health:      http://127.0.0.1:${settings.http.port}/readyz   metrics: http://127.0.0.1:${settings.http.port}/metrics`);
     say('Stop:        Ctrl-C');

@@ -16,7 +16,7 @@ const QUERY_TIMEOUT_MARGIN_MS = 1_000;
 export const HAND_BACK_MARGIN_MS = 1_000;
 
 /** The client-side query timeout: a little above the statement timeout. */
-export function queryTimeoutMs(database: DatabaseSettings): number {
+export function queryTimeoutMs(database: Pick<DatabaseSettings, 'statementTimeoutMs'>): number {
   return database.statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS;
 }
 
@@ -25,7 +25,7 @@ export function queryTimeoutMs(database: DatabaseSettings): number {
  * timeouts: the connect timeout plus one statement's client-side timeout, plus the time to hand
  * the batch back. No attempt starts with less left in the invocation.
  */
-export function attemptTimeNeededMs(database: DatabaseSettings): number {
+export function attemptTimeNeededMs(database: Pick<DatabaseSettings, 'connectTimeoutMs' | 'statementTimeoutMs'>): number {
   return database.connectTimeoutMs + queryTimeoutMs(database) + HAND_BACK_MARGIN_MS;
 }
 

@@ -12,11 +12,15 @@ export class StorageConsumerError extends Error {
   }
 }
 
-/** A setting is missing or invalid; raised at start-up, naming the variable. */
+/** A setting is missing or invalid; raised at start-up, naming the variable (every invalid one, in `problems`). */
 export class ConfigurationError extends StorageConsumerError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** One line per invalid setting or broken rule; the message alone when raised for one. */
+  readonly problems: readonly string[];
+
+  constructor(message: string, options?: { cause?: unknown; problems?: readonly string[] }) {
     super(message, options);
     this.name = 'ConfigurationError';
+    this.problems = options?.problems ?? [message];
   }
 }
 

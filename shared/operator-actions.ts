@@ -4,6 +4,8 @@ import { isTransientError } from './error-classification.js';
 import { StorageConsumerError } from './errors.js';
 import { redactConnectionDetails } from './redaction.js';
 import type { Queryable } from './queryable.js';
+import { loadSetting } from './setting.js';
+import { STORAGE_ACTOR } from './setting-declarations.js';
 
 /**
  * The audit trail (`operator_actions`, migrations 0005 and 0007): every operator action that
@@ -111,7 +113,7 @@ export interface OperatorActionEntry extends OperatorAction {
  * the operating-system user and host, `user@host`.
  */
 export function resolveActor(env: Environment): string {
-  const named = env.STORAGE_ACTOR?.trim();
+  const named = loadSetting(env, STORAGE_ACTOR);
   if (named) return named;
   let user: string;
   try {

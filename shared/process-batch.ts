@@ -26,8 +26,20 @@ import { logRejections } from './rejection-log.js';
 /** The invocation's clock: Lambda's `context.getRemainingTimeInMillis()` or the host's deadline. */
 export interface Invocation {
   readonly remainingMs: () => number;
-  /** Called while the batch waits to retry (the host heartbeats its consumer group here). */
-  readonly onWait?: () => void;
+  /**
+   * Called while the batch waits to retry (the host heartbeats its consumer group here and
+   * records the retry, its number and error, on the batch in flight of each partition).
+   */
+  readonly onWait?: (retry: BatchRetry) => void;
+}
+
+/** One transient failure of a batch's database attempt, about to be retried in the same invocation. */
+export interface BatchRetry {
+  /** The attempt that failed: 1 for the first. */
+  readonly attempt: number;
+  readonly error: unknown;
+  /** The partitions of the batch's records. */
+  readonly partitions: readonly number[];
 }
 
 /** What a caller may add to a batch (the dead-letter re-drive marks its letters here). */
@@ -204,9 +216,26 @@ async function storeBatch<M extends Message>(client: pg.PoolClient, batch: Batch
       pipeline: batch.definition.name,
       sqlstate: error.code,
     });
-    return await writeBatch(client, batch, upsertIsolatingRefused);
+    const written = await writeBatch(client, batch, upsertIsolatingRefused);
+    // Each refused row by its exact place (every one, also past the per-batch rejection log
+    // limit): the step-over runbook `peek`s that offset before it skips anything.
+    const refused = written.letters.filter((letter) => letter.rejection.reason === 'rejected_by_database');
+    batch.runtime.logger.warn('rows refused by the database', {
+      pipeline: batch.definition.name,
+      count: refused.length,
+      rows: refused.slice(0, REFUSED_ROWS_LOGGED).map(({ record, rejection }) => ({
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        detail: rejection.detail.slice(0, 300),
+      })),
+    });
+    return written;
   }
 }
+
+/** At most this many refused rows are named in the `rows refused by the database` line (the dead letters hold all). */
+const REFUSED_ROWS_LOGGED = 100;
 
 /**
  * Letters already stored before this invocation (a replay or redelivery of poison records):
@@ -290,7 +319,7 @@ export async function processBatch(
             delayMs,
             error: String(error),
           });
-          invocation.onWait?.();
+          invocation.onWait?.({ attempt, error, partitions: [...new Set(records.map((record) => record.partition))] });
         },
       },
     );

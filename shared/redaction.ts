@@ -64,3 +64,19 @@ export function errorCode(error: unknown): string {
   if (typeof shape.code === 'string' && /^[A-Z0-9_]+$/i.test(shape.code)) return shape.code;
   return typeof shape.name === 'string' ? shape.name : 'unknown error';
 }
+
+/** The fields of a log line that carry error text (an error's own `message` and `stack` included). */
+const ERROR_TEXT_FIELDS: ReadonlySet<string> = new Set(['error', 'lastError', 'cause', 'causes', 'reason', 'message', 'stack', 'missing']);
+
+/**
+ * A JSON replacer for operators' log lines (Powertools' `jsonReplacerFn`): the error text in
+ * them passes through {@link redactConnectionDetails}, as in every HTTP answer, so a log line
+ * never carries a broker's or a database's address, user or password. Other fields (a topic,
+ * a group, a broker id) stay as they are.
+ */
+export function redactErrorText(key: string, value: unknown): unknown {
+  if (!ERROR_TEXT_FIELDS.has(key)) return value;
+  if (typeof value === 'string') return redactConnectionDetails(value);
+  if (Array.isArray(value)) return value.map((entry) => (typeof entry === 'string' ? redactConnectionDetails(entry) : entry));
+  return value;
+}

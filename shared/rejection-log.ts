@@ -18,9 +18,39 @@ export function logRejections(logger: CoreLogger, letters: readonly DeadLetter[]
     });
   }
   if (letters.length <= limit) return;
+  const rest = letters.slice(limit);
   const byReason: Record<string, number> = {};
-  for (const letter of letters.slice(limit)) {
+  for (const letter of rest) {
     byReason[letter.rejection.reason] = (byReason[letter.rejection.reason] ?? 0) + 1;
   }
-  logger.warn('more messages dead-lettered', { pipeline: letters[0]?.pipeline, count: letters.length - limit, byReason });
+  logger.warn('more messages dead-lettered', { pipeline: letters[0]?.pipeline, count: rest.length, byReason, partitions: placesOf(rest) });
+}
+
+/** At most this many offsets per partition are listed in the grouped line (a range and a count always are). */
+const LISTED_OFFSETS = 100;
+
+/**
+ * Where the letters of the grouped line came from, per topic and partition: the first and last
+ * offset, the count and the offsets themselves (up to {@link LISTED_OFFSETS}), so the line can be
+ * followed to `dlq list` or `peek` like the single ones.
+ */
+function placesOf(letters: readonly DeadLetter[]) {
+  const places = new Map<string, { topic: string; partition: number; offsets: number[] }>();
+  for (const { record } of letters) {
+    const key = `${record.topic}\u0000${record.partition}`;
+    const place = places.get(key) ?? { topic: record.topic, partition: record.partition, offsets: [] };
+    place.offsets.push(record.offset);
+    places.set(key, place);
+  }
+  return [...places.values()].map(({ topic, partition, offsets }) => {
+    const sorted = [...offsets].sort((a, b) => a - b);
+    return {
+      topic,
+      partition,
+      first_offset: String(sorted[0]),
+      last_offset: String(sorted[sorted.length - 1]),
+      count: sorted.length,
+      offsets: sorted.slice(0, LISTED_OFFSETS).map(String),
+    };
+  });
 }

@@ -1,5 +1,5 @@
-import type pg from 'pg';
-import { createPool } from './db.js';
+import pg from 'pg';
+import { connectionConfig, createPool } from './db.js';
 import type { CoreLogger } from './logger.js';
 import type { AnyPipelineSpec } from './pipelines.js';
 import { PIPELINES } from './pipelines.js';
@@ -41,7 +41,7 @@ export function createPipelineRuntime(
   settings: Settings,
   logger: CoreLogger,
   source: DatabaseSource = { settings: async () => settings.database },
-): PipelineRuntime & { close(): Promise<void>; warm(): Promise<void> } {
+): PipelineRuntime & { close(): Promise<void>; warm(): Promise<void>; ping(): Promise<PingResult> } {
   let pool: Promise<pg.Pool> | undefined;
   const open = () => {
     if (!pool) {
@@ -78,5 +78,45 @@ export function createPipelineRuntime(
     warm: async () => {
       await (await open()).query('SELECT 1');
     },
+    ping: async () => {
+      const current = await open();
+      if (current.idleCount > 0 || current.totalCount < (current.options.max ?? 10)) {
+        await current.query('SELECT 1');
+        return { poolHeld: undefined };
+      }
+      return { poolHeld: await askOutsidePool(await source.settings(), current, name) };
+    },
   };
+}
+
+/** What a readiness ping found: the database answers; `poolHeld` when every connection of the pool was checked out. */
+export interface PingResult {
+  readonly poolHeld: { readonly size: number; readonly waiting: number; readonly waits: readonly string[] } | undefined;
+}
+
+/**
+ * Every connection of the pool is busy (a batch blocked on a lock holds them): waiting for one
+ * would say "the database does not answer" when it does. A connection of its own asks the
+ * database instead, and what the pool's sessions wait on (`pg_stat_activity`, by the pool's
+ * application name): `Lock/relation, blocked by pid 4711`.
+ */
+async function askOutsidePool(database: DatabaseSettings, pool: pg.Pool, name: string): Promise<NonNullable<PingResult['poolHeld']>> {
+  const client = new pg.Client({ ...connectionConfig(database), query_timeout: database.connectTimeoutMs });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ wait: string | null; blockers: number[] | null; seconds: number | null }>(
+      `SELECT wait_event_type || '/' || wait_event AS wait, pg_blocking_pids(pid) AS blockers,
+              round(extract(epoch FROM now() - query_start))::int AS seconds
+         FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND pid <> pg_backend_pid()`,
+      [`storage-consumer/${name}`],
+    );
+    const waits = rows.map((row) => {
+      const blockers = row.blockers === null || row.blockers.length === 0 ? '' : `, blocked by pid ${row.blockers.join(', ')}`;
+      return `a statement running for ${row.seconds ?? '?'} s waits on ${row.wait ?? 'nothing (running)'}${blockers}`;
+    });
+    return { size: pool.totalCount, waiting: pool.waitingCount, waits };
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }

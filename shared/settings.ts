@@ -1,24 +1,28 @@
-import { z } from 'zod';
-import { booleanVariable, deepFreeze, integerVariable, listVariable, readVariable } from './env.js';
+import { deepFreeze } from './env.js';
 import type { Environment } from './env.js';
-import { ConfigurationError } from './errors.js';
-import { DEFAULT_LOCK_TIMEOUT_MS } from './migrations/constants.js';
-import { envSuffix } from './pipeline-spec.js';
-import { isPipelineName, PIPELINE_NAMES, PIPELINES } from './pipelines.js';
-import type { PipelineName } from './pipelines.js';
+import { loadWith } from './setting.js';
+import type { SettingsReader } from './setting.js';
+import {
+  DATABASE_URL,
+  STORAGE_APP_CACHE_TTL_S,
+  STORAGE_DB_CONNECT_TIMEOUT_MS,
+  STORAGE_DB_POOL_MAX,
+  STORAGE_DB_PREPARED_STATEMENTS,
+  STORAGE_DB_RETRY_ATTEMPTS,
+  STORAGE_DB_RETRY_BASE_MS,
+  STORAGE_DB_SSL,
+  STORAGE_DB_STATEMENT_TIMEOUT_MS,
+  STORAGE_FAILURE_RESPONSE,
+  STORAGE_MIGRATION_LOCK_TIMEOUT_MS,
+  STORAGE_REJECTION_LOG_LIMIT,
+} from './setting-declarations.js';
+import type { DbSslMode, FailureResponse } from './setting-declarations.js';
 
-/** How a batch that could not be stored is handed back for redelivery (docs/design.md section 3). */
-export const FAILURE_RESPONSES = ['throw', 'report'] as const;
-export type FailureResponse = (typeof FAILURE_RESPONSES)[number];
-
-/** One pipeline's own settings. */
-export interface PipelineSettings {
-  readonly name: PipelineName;
-  readonly topic: string;
-  readonly group: string;
-  /** Records per event (Lambda: the mapping's BatchSize; host: what it cuts batches to). */
-  readonly batchSize: number;
-}
+/**
+ * The settings the handlers' core needs on every runtime, Lambda included. Pipelines' Kafka
+ * side (topics, groups, batch sizes, the host's selection) is the host's and the CLI's alone:
+ * host/pipeline-settings.ts.
+ */
 
 /** How to reach PostgreSQL. `connectionString` unset means the standard PG* variables. */
 export interface DatabaseSettings {
@@ -28,7 +32,7 @@ export interface DatabaseSettings {
   /** Connections per pipeline pool. */
   readonly poolMax: number;
   /** TLS: `PGSSLMODE` style; `undefined` leaves it to the connection string / PG* variables. */
-  readonly ssl: 'disable' | 'require' | 'verify-full' | undefined;
+  readonly ssl: DbSslMode | undefined;
   /**
    * Send the upserts as named statements, parsed and planned once per connection
    * (`STORAGE_DB_PREPARED_STATEMENTS`, default off). Only for a direct connection or a
@@ -53,9 +57,6 @@ export interface RetrySettings {
 
 /** Everything the shared pipeline needs, validated once and frozen. */
 export interface Settings {
-  readonly pipelines: Readonly<Record<PipelineName, PipelineSettings>>;
-  /** Pipelines a host process runs (`STORAGE_PIPELINES`); all of them by default. */
-  readonly selectedPipelines: readonly PipelineName[];
   readonly database: DatabaseSettings;
   readonly retry: RetrySettings;
   readonly applicationCacheTtlMs: number;
@@ -64,73 +65,32 @@ export interface Settings {
   readonly rejectionLogLimit: number;
 }
 
-const MAX_BATCH_SIZE = 10_000; // the largest BatchSize an event source mapping accepts
-
-function readPipeline(env: Environment, name: PipelineName): PipelineSettings {
-  const suffix = envSuffix(name);
-  const defaults = PIPELINES[name];
-  const generalBatch = readVariable(env, 'STORAGE_MAX_POLL_RECORDS', integerVariable(1, MAX_BATCH_SIZE), defaults.batchSize);
+/** Reads the shared settings through `reader` (which keeps every problem); unfrozen, for loaders that compose it. */
+export function readSettings(reader: SettingsReader): Settings {
   return {
-    name,
-    topic: readVariable(env, `STORAGE_TOPIC_${suffix}`, z.string().trim().min(1), defaults.topic),
-    group: readVariable(env, `STORAGE_GROUP_${suffix}`, z.string().trim().min(1), defaults.group),
-    batchSize: readVariable(env, `STORAGE_MAX_POLL_RECORDS_${suffix}`, integerVariable(1, MAX_BATCH_SIZE), generalBatch),
+    database: {
+      connectionString: reader.read(DATABASE_URL),
+      connectTimeoutMs: reader.read(STORAGE_DB_CONNECT_TIMEOUT_MS),
+      statementTimeoutMs: reader.read(STORAGE_DB_STATEMENT_TIMEOUT_MS),
+      poolMax: reader.read(STORAGE_DB_POOL_MAX),
+      ssl: reader.read(STORAGE_DB_SSL),
+      preparedStatements: reader.read(STORAGE_DB_PREPARED_STATEMENTS),
+      migrationLockTimeoutMs: reader.read(STORAGE_MIGRATION_LOCK_TIMEOUT_MS),
+    },
+    retry: {
+      retries: reader.read(STORAGE_DB_RETRY_ATTEMPTS),
+      baseMs: reader.read(STORAGE_DB_RETRY_BASE_MS),
+    },
+    applicationCacheTtlMs: reader.read(STORAGE_APP_CACHE_TTL_S) * 1000,
+    failureResponse: reader.read(STORAGE_FAILURE_RESPONSE),
+    rejectionLogLimit: reader.read(STORAGE_REJECTION_LOG_LIMIT),
   };
-}
-
-function readSelectedPipelines(env: Environment): PipelineName[] {
-  const names = readVariable(env, 'STORAGE_PIPELINES', listVariable, [...PIPELINE_NAMES]);
-  const unknown = names.filter((name) => !isPipelineName(name));
-  if (unknown.length > 0) {
-    throw new ConfigurationError(`STORAGE_PIPELINES names unknown pipeline(s) ${unknown.join(', ')}; known: ${PIPELINE_NAMES.join(', ')}`);
-  }
-  if (names.length === 0) throw new ConfigurationError('STORAGE_PIPELINES selects no pipeline');
-  return [...new Set(names.filter(isPipelineName))];
 }
 
 /**
- * Reads and validates the settings from the environment. A bad value throws a
- * ConfigurationError naming the variable, at start-up rather than inside a batch.
+ * Reads and validates the shared settings from the environment. Bad values throw one
+ * ConfigurationError naming every invalid variable, at start-up rather than inside a batch.
  */
 export function loadSettings(env: Environment = process.env): Settings {
-  const pipelines = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, readPipeline(env, name)])) as Record<
-    PipelineName,
-    PipelineSettings
-  >;
-  const settings: Settings = {
-    pipelines,
-    selectedPipelines: readSelectedPipelines(env),
-    database: {
-      connectionString: readVariable(env, 'DATABASE_URL', z.string().trim().min(1), undefined as string | undefined),
-      connectTimeoutMs: readVariable(env, 'STORAGE_DB_CONNECT_TIMEOUT_MS', integerVariable(100, 600_000), 5_000),
-      statementTimeoutMs: readVariable(env, 'STORAGE_DB_STATEMENT_TIMEOUT_MS', integerVariable(100, 3_600_000), 30_000),
-      poolMax: readVariable(env, 'STORAGE_DB_POOL_MAX', integerVariable(1, 100), 2),
-      ssl: readVariable(
-        env,
-        'STORAGE_DB_SSL',
-        z.enum(['disable', 'require', 'verify-full'], { error: 'must be disable, require or verify-full' }),
-        undefined as DatabaseSettings['ssl'],
-      ),
-      preparedStatements: readVariable(env, 'STORAGE_DB_PREPARED_STATEMENTS', booleanVariable, false),
-      migrationLockTimeoutMs: readVariable(
-        env,
-        'STORAGE_MIGRATION_LOCK_TIMEOUT_MS',
-        integerVariable(100, 86_400_000),
-        DEFAULT_LOCK_TIMEOUT_MS,
-      ),
-    },
-    retry: {
-      retries: readVariable(env, 'STORAGE_DB_RETRY_ATTEMPTS', integerVariable(0, 20), 5),
-      baseMs: readVariable(env, 'STORAGE_DB_RETRY_BASE_MS', integerVariable(1, 60_000), 1_000),
-    },
-    applicationCacheTtlMs: readVariable(env, 'STORAGE_APP_CACHE_TTL_S', integerVariable(0, 86_400), 300) * 1000,
-    failureResponse: readVariable(
-      env,
-      'STORAGE_FAILURE_RESPONSE',
-      z.enum(FAILURE_RESPONSES, { error: 'must be throw or report' }),
-      'throw' as FailureResponse,
-    ),
-    rejectionLogLimit: readVariable(env, 'STORAGE_REJECTION_LOG_LIMIT', integerVariable(0, 1000), 5),
-  };
-  return deepFreeze(settings);
+  return deepFreeze(loadWith(env, readSettings));
 }

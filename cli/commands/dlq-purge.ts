@@ -151,7 +151,13 @@ ${NO_AUDIT_OPTION.help}
     const which = selection.includePending ? 'dead letter(s), pending or re-driven,' : 're-driven dead letter(s)';
     const age = olderThan === undefined ? '' : ` (older than ${olderThan})`;
     io.stdout(`${confirmed ? 'deleted' : 'would delete'} ${set.total} ${which} stored before ${before.toISOString()}${age}\n`);
-    if (set.total > 0) io.stdout(renderGroups(set.groups));
+    if (set.total > 0) io.stdout(renderGroups(set.groups, selection.includePending));
+    const pending = set.groups.reduce((sum, group) => sum + group.pending, 0);
+    if (selection.includePending && set.total > 0)
+      io.stdout(
+        `of them ${pending} pending (never re-driven: their messages are gone for good once deleted; ` +
+          `dlq list --pending --pipeline P --reason R names them), ${set.total - pending} re-driven\n`,
+      );
     io.stdout(keptLines(kept, selection));
     if (confirmed && auditId !== undefined) io.stdout(`audit entry ${auditId} written\n`);
     else if (confirmed) io.stdout('no audit entry written (--no-audit)\n');
@@ -193,12 +199,13 @@ function jsonGroups(groups: readonly PurgeGroup[]) {
   return groups.map((group) => ({ ...group, oldest: group.oldest.toISOString(), newest: group.newest.toISOString() }));
 }
 
-function renderGroups(groups: readonly PurgeGroup[]): string {
+function renderGroups(groups: readonly PurgeGroup[], withPending: boolean): string {
   return renderTable<PurgeGroup>(
     [
       { header: 'PIPELINE', value: (group) => group.pipeline },
       { header: 'REASON', value: (group) => group.reason },
       { header: 'COUNT', value: (group) => group.count, align: 'right' },
+      ...(withPending ? [{ header: 'PENDING', value: (group: PurgeGroup) => group.pending, align: 'right' as const }] : []),
       { header: 'OLDEST', value: (group) => group.oldest.toISOString() },
       { header: 'NEWEST', value: (group) => group.newest.toISOString() },
     ],

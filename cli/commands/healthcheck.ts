@@ -2,8 +2,8 @@ import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
 import { HTTP_PATHS } from '../../host/http-endpoint.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
 import type { Environment } from '../../shared/env.js';
+import { loadConsumerSettings } from '../../host/pipeline-settings.js';
 import { redactConnectionDetails } from '../../shared/redaction.js';
-import { loadSettings } from '../../shared/settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { renderJson } from '../output.js';
@@ -100,7 +100,7 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
       return checkEndpoint(io.env, parsed.values.ready === true, parsed.values.json === true, io);
     }
     const heartbeat = loadHeartbeatSettings(io.env);
-    const pipelines = loadSettings(io.env).selectedPipelines;
+    const pipelines = loadConsumerSettings(io.env).selectedPipelines;
     const rawMaxAge = parsed.values['max-age'];
     const maxAgeMs =
       rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');

@@ -5,6 +5,11 @@ import { groupPosition } from '../../host/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+import { withDatabase } from '../context.js';
+import { memberText, pausedText } from '../group-notes.js';
+import { readPipelinePauses } from '../../shared/pause-store.js';
+import type { PipelinePause } from '../../shared/pause-store.js';
+import type { PipelineName } from '../../shared/pipelines.js';
 
 /** The per-partition table of one group, as `lag` and `replay` print it. */
 function renderPartitions(partitions: readonly PartitionPosition[]): string {
@@ -19,14 +24,29 @@ function renderPartitions(partitions: readonly PartitionPosition[]): string {
   );
 }
 
-/** One group's heading line: pipeline, group, topic, state, members, total lag. */
+/** One group's heading line: pipeline, group, topic, state, members with their partitions, total lag. */
 export function groupHeading(position: GroupPosition): string {
-  const members =
-    position.members.length === 0 ? 'no members' : position.members.map((member) => `${member.clientId}@${member.clientHost}`).join(', ');
+  const members = position.members.length === 0 ? 'no members' : position.members.map(memberText).join(', ');
   return (
     `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s) ` +
     `(${members}), lag ${position.lag}\n`
   );
+}
+
+/** The line under the heading that says a pipeline is paused (its lag grows by design), or that the pause state is unknown. */
+function pauseNote(pipeline: PipelineName, pauses: Map<PipelineName, PipelinePause> | string): string {
+  if (typeof pauses === 'string') return `  pause state unknown: ${pauses}\n`;
+  const pause = pauses.get(pipeline);
+  return pause?.paused === true ? `  ${pausedText(pause)}: it consumes nothing until \`storage-consumer resume ${pipeline}\`\n` : '';
+}
+
+/** The pause rows, or why they could not be read (lag reports without them). */
+async function readPauses(io: CliIo): Promise<Map<PipelineName, PipelinePause> | string> {
+  try {
+    return await withDatabase(io, ({ pool }) => readPipelinePauses(pool));
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
 }
 
 /** `lag`: where each pipeline's consumer group stands. */
@@ -37,8 +57,9 @@ export const lag: Command = {
 
 For each pipeline's consumer group (those of STORAGE_PIPELINES, or just P): per partition the
 committed offset (the next message the group will read), the end offset and the lag between them,
-and the group's state and members. A group that never committed reads from the earliest message,
-so its lag counts from there.
+and the group's state and members with their partitions. A group that never committed reads from
+the earliest message, so its lag counts from there. A paused pipeline (pipeline_pauses) is said to
+be paused: its lag grows by design. A topic that does not exist is named; exit 1 then.
 
   --pipeline P  only that pipeline
   --json        the same as JSON (offsets as strings)
@@ -47,15 +68,43 @@ so its lag counts from there.
     const parsed = parseCommandArgs(lag, args, io, { ...JSON_OPTION, pipeline: { type: 'string' } });
     if (!parsed) return EXIT.ok;
     const named = parsePipeline(parsed.values.pipeline);
-    const positions = await withKafkaAdmin(io, async ({ admin, settings }) => {
-      const pipelines = pipelinesFor(settings, named);
-      return Promise.all(pipelines.map((name) => groupPosition(admin, settings.pipelines[name])));
-    });
+    const [read, pauses] = await Promise.all([
+      withKafkaAdmin(io, async ({ admin, settings }) => {
+        const pipelines = pipelinesFor(settings, named);
+        return Promise.all(
+          pipelines.map((name) =>
+            groupPosition(admin, settings.pipelines[name]).then(
+              (position) => ({ name, position }),
+              (error: unknown) => ({ name, error: error instanceof Error ? error.message : String(error) }),
+            ),
+          ),
+        );
+      }),
+      readPauses(io),
+    ]);
+    const failed = read.some((entry) => 'error' in entry);
     if (parsed.values.json === true) {
-      io.stdout(renderJson({ groups: positions.map(positionJson) }));
-      return EXIT.ok;
+      io.stdout(
+        renderJson({
+          groups: read.map((entry) =>
+            'error' in entry
+              ? { pipeline: entry.name, error: entry.error }
+              : { ...positionJson(entry.position), paused: typeof pauses === 'string' ? null : (pauses.get(entry.name)?.paused ?? false) },
+          ),
+          ...(typeof pauses === 'string' ? { pauseError: pauses } : {}),
+        }),
+      );
+    } else {
+      io.stdout(
+        read
+          .map((entry) =>
+            'error' in entry
+              ? `${entry.name}: ${entry.error}\n`
+              : `${groupHeading(entry.position)}${pauseNote(entry.name, pauses)}${renderPartitions(entry.position.partitions)}`,
+          )
+          .join('\n'),
+      );
     }
-    io.stdout(positions.map((position) => `${groupHeading(position)}${renderPartitions(position.partitions)}`).join('\n'));
-    return EXIT.ok;
+    return failed ? EXIT.failed : EXIT.ok;
   },
 };

@@ -2,6 +2,8 @@ import pg from 'pg';
 import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationConnection, runMigrations } from '../../shared/migrations/index.js';
 import { loadSettings } from '../../shared/settings.js';
+import { loadSetting } from '../../shared/setting.js';
+import { STORAGE_MIGRATIONS_DIR } from '../../shared/setting-declarations.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError } from '../command.js';
 import { renderJson } from '../output.js';
@@ -32,7 +34,7 @@ difference, e.g. "table network_metrics is missing though migration 0003 is reco
     const parsed = parseCommandArgs(migrate, args, io, JSON_OPTION);
     if (!parsed) return EXIT.ok;
     const settings = loadSettings(io.env);
-    const directory = io.env.STORAGE_MIGRATIONS_DIR || undefined;
+    const directory = loadSetting(io.env, STORAGE_MIGRATIONS_DIR);
     const connection = migrationConnection(settings.database);
     const line = (level: string, message: string, extra?: object) => io.stderr(cliLogLine(level, message, extra));
     const report = await runMigrations({

@@ -16,8 +16,10 @@ import { parsePipeline } from './pipeline-option.js';
 const WHOLE_NUMBER = /^\d+$/;
 const DEFAULT_COUNT = 1;
 const MAX_COUNT = 100;
-/** How long peek waits for the records before it gives up. */
+/** How long peek waits for the records before it gives up (and prints what it read). */
 const READ_TIMEOUT_MS = 30_000;
+/** Without --full, a key, header or value longer than this is cut, with its full length said. */
+const SHOWN_CHARACTERS = 2_000;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -57,9 +59,16 @@ function inspect(pipeline: keyof typeof PIPELINES, record: KafkaRecord) {
   };
 }
 
-function renderRecord(view: ReturnType<typeof inspect>): string {
+/** A text cut to `limit` characters, saying how much was left out and how to see it. */
+function cut(text: string, limit: number): string {
+  if (text.length <= limit) return text;
+  return `${text.slice(0, limit)} ... (${text.length - limit} more characters; --full shows all)`;
+}
+
+function renderRecord(view: ReturnType<typeof inspect>, full: boolean): string {
+  const limit = full ? Number.POSITIVE_INFINITY : SHOWN_CHARACTERS;
   const show = (bytes: ReturnType<typeof bytesView>) =>
-    bytes === null ? '(null)' : bytes.encoding === 'hex' ? `hex ${bytes.text}` : bytes.text;
+    bytes === null ? '(null)' : bytes.encoding === 'hex' ? `hex ${cut(bytes.text, limit)}` : cut(bytes.text, limit);
   const lines = [
     `${view.topic}-${view.partition}@${view.offset}`,
     `  timestamp  ${view.timestamp ?? '-'} (${view.timestampType ?? '-'})`,
@@ -74,7 +83,7 @@ function renderRecord(view: ReturnType<typeof inspect>): string {
     lines.push(
       ...JSON.stringify(view.contract.fields, null, 2)
         .split('\n')
-        .map((line) => `    ${line}`),
+        .map((line) => `    ${cut(line, limit)}`),
     );
   } else {
     lines.push(`  contract   dead letter: reason ${view.contract.reason}, detail: ${view.contract.detail}`);
@@ -89,7 +98,7 @@ function renderRecord(view: ReturnType<typeof inspect>): string {
 export const peek: Command = {
   name: 'peek',
   summary: "read records of a pipeline's topic over the host's Kafka connection and show the contract's verdict; stores nothing",
-  help: `Usage: storage-consumer peek <pipeline> --partition N --offset X [--count K] [--json]
+  help: `Usage: storage-consumer peek <pipeline> --partition N --offset X [--count K] [--full] [--json]
 
 Reads K records (default ${DEFAULT_COUNT}, at most ${MAX_COUNT}) of the pipeline's topic from offset X of partition N, over
 the same Kafka connection as the host (KAFKA_BROKERS, TLS, SASL PLAIN/SCRAM, MSK IAM), and prints
@@ -98,11 +107,15 @@ it is not UTF-8) and what the pipeline's contract makes of it: the decoded field
 dead-letter reason and detail (with every violation) it would get. Whether the package is
 registered is not checked (no database is used). Nothing is stored, no offset is committed, and
 no consumer group of the service is touched (a throw-away group reads, then is deleted).
+Offsets without a record (transaction markers, compacted records) are passed over: peek shows
+the records from X up to the end of the partition, at most K. A key, header, value or field
+longer than ${SHOWN_CHARACTERS} characters is cut, with its length said (--json never cuts).
 Exit 1 when the partition or offset does not exist.
 
   --partition N  the partition
   --offset X     the first offset to read
   --count K      how many records (default ${DEFAULT_COUNT})
+  --full         every value in full, however long
   --json         the records as JSON
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
@@ -110,7 +123,7 @@ Exit 1 when the partition or offset does not exist.
       peek,
       args,
       io,
-      { ...JSON_OPTION, partition: { type: 'string' }, offset: { type: 'string' }, count: { type: 'string' } },
+      { ...JSON_OPTION, partition: { type: 'string' }, offset: { type: 'string' }, count: { type: 'string' }, full: { type: 'boolean' } },
       { min: 1, max: 1 },
     );
     if (!parsed) return EXIT.ok;
@@ -132,6 +145,7 @@ Exit 1 when the partition or offset does not exist.
     await admin.connect();
     const groupId = `${host.kafka.clientId}-peek-${randomUUID()}`;
     let messages: KafkaMessage[];
+    let note: string | undefined;
     try {
       const ends = await admin.fetchTopicOffsets(topic);
       const range = ends.find((candidate) => candidate.partition === partition);
@@ -146,7 +160,7 @@ Exit 1 when the partition or offset does not exist.
         );
       }
       const wanted = Number(BigInt(Math.min(Number(countText), Number(end - offset))));
-      messages = await readRecords(kafka, groupId, topic, partition, offset, wanted);
+      ({ messages, note } = await readRecords(kafka, groupId, topic, partition, offset, wanted, end));
       await admin.deleteGroups([groupId]).catch(() => undefined);
     } finally {
       await admin.disconnect();
@@ -154,7 +168,10 @@ Exit 1 when the partition or offset does not exist.
     const event = buildKafkaEvent(messages.map((message) => toSourceRecord(topic, partition, message)));
     const views = parseKafkaEvent(event).map((record) => inspect(name, record));
     if (parsed.values.json === true) io.stdout(renderJson({ pipeline: name, topic, partition, records: views }));
-    else io.stdout(views.map(renderRecord).join('\n'));
+    else io.stdout(views.map((view) => renderRecord(view, parsed.values.full === true)).join('\n'));
+    if (note !== undefined) io.stderr(`storage-consumer peek: ${note}\n`);
+    if (views.length === 0)
+      io.stderr(`storage-consumer peek: no records from offset ${offset} to the end of partition ${partition} of ${topic}\n`);
     return EXIT.ok;
   },
 };
@@ -162,7 +179,10 @@ Exit 1 when the partition or offset does not exist.
 /**
  * `count` records of one partition from `offset`, read by a consumer of a throw-away group that
  * never commits. kafkajs has no `assign()`: the consumer subscribes, seeks the partition and
- * ignores the others.
+ * ignores the others. Reading ends at `count` records or at `end` (the partition's end when
+ * peek began), whichever comes first: offsets without a record (a transaction's commit marker, a
+ * compacted record) make fewer records than offsets. When the records stop coming, what was read
+ * is returned with a note, never dropped.
  */
 async function readRecords(
   kafka: ReturnType<typeof createKafka>,
@@ -171,9 +191,11 @@ async function readRecords(
   partition: number,
   offset: bigint,
   count: number,
-): Promise<KafkaMessage[]> {
+  end: bigint,
+): Promise<{ messages: KafkaMessage[]; note: string | undefined }> {
   const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
   const collected: KafkaMessage[] = [];
+  let note: string | undefined;
   let finish!: () => void;
   const done = new Promise<void>((resolve) => (finish = resolve));
   await consumer.connect();
@@ -185,24 +207,28 @@ async function readRecords(
       eachBatch: async ({ batch }) => {
         if (batch.partition !== partition) return;
         for (const message of batch.messages) {
-          if (BigInt(message.offset) < offset || collected.length >= count) continue;
+          if (BigInt(message.offset) < offset || BigInt(message.offset) >= end || collected.length >= count) continue;
           collected.push(message);
         }
-        if (collected.length >= count) finish();
+        // The batch's last offset counts markers and compacted-away records too.
+        if (collected.length >= count || BigInt(batch.lastOffset()) >= end - 1n) finish();
       },
     });
     consumer.seek({ topic, partition, offset: offset.toString() });
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`)), READ_TIMEOUT_MS);
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), READ_TIMEOUT_MS);
     });
     try {
-      await Promise.race([done, timeout]);
+      if ((await Promise.race([done, timeout])) === 'timeout') {
+        if (collected.length === 0) throw new RefusedError(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`);
+        note = `${collected.length} of ${count} record(s) arrived within ${READ_TIMEOUT_MS / 1000} s; showing those`;
+      }
     } finally {
       clearTimeout(timer);
     }
   } finally {
     await consumer.disconnect();
   }
-  return collected.slice(0, count);
+  return { messages: collected.slice(0, count), note };
 }

@@ -1,6 +1,6 @@
 import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import type { Settings } from '../../shared/settings.js';
+import type { ConsumerSettings } from '../../host/pipeline-settings.js';
 import { UsageError } from '../command.js';
 
 /** Checks a pipeline named on the command line; `undefined` stays `undefined`. */
@@ -13,6 +13,6 @@ export function parsePipeline(named: string | undefined, what = '--pipeline'): P
  * The pipelines a command looks at: the one named, else the ones STORAGE_PIPELINES selects
  * (all of them by default).
  */
-export function pipelinesFor(settings: Settings, named: PipelineName | undefined): readonly PipelineName[] {
+export function pipelinesFor(settings: ConsumerSettings, named: PipelineName | undefined): readonly PipelineName[] {
   return named === undefined ? settings.selectedPipelines : [named];
 }

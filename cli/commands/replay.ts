@@ -2,7 +2,7 @@ import type { Admin } from 'kafkajs';
 import type pg from 'pg';
 import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
-import type { PipelineSettings } from '../../shared/settings.js';
+import type { PipelineSettings } from '../../host/pipeline-settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../../host/lag.js';

@@ -9,8 +9,9 @@ export const run: Command = {
 
 Runs the self-hosted event source mapping for the pipelines of STORAGE_PIPELINES (default: all of
 them) until SIGTERM or SIGINT: the in-flight batches finish and commit, then it exits 0; it exits
-1 when a pipeline failed. Configured by the environment (KAFKA_BROKERS, DATABASE_URL, STORAGE_*:
-see the README). Same as npm run host.
+1 when a pipeline failed, or at once naming every invalid setting. Configured by the environment
+(KAFKA_BROKERS, DATABASE_URL, STORAGE_*: docs/settings.md; storage-consumer config checks them).
+Same as npm run host.
 `,
   async run(args: readonly string[], io: CliIo): Promise<number> {
     if (!parseCommandArgs(run, args, io, {})) return EXIT.ok;

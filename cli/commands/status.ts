@@ -10,6 +10,7 @@ import { groupPosition } from '../../host/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+import { envSuffix } from '../../shared/pipeline-spec.js';
 
 /** A host's status endpoint gets this long to answer. */
 const HOST_TIMEOUT_MS = 5_000;
@@ -30,8 +31,23 @@ async function hostStatus(base: string, pipeline: PipelineName): Promise<Pipelin
     if (!response.ok) return { error: `${url} answered ${response.status}: ${body.error ?? 'no reason given'}` };
     return body;
   } catch (error) {
-    return { error: `${url}: ${(error as Error).message}` };
+    return { error: `${url}: ${unreachableCause(error)}` };
   }
+}
+
+/**
+ * Why a host's endpoint could not be asked, in words: fetch itself only says `fetch failed`; the
+ * cause (`connect ECONNREFUSED 127.0.0.1:9464`, `getaddrinfo ENOTFOUND host-1`) is what the
+ * operator acts on.
+ */
+export function unreachableCause(error: unknown): string {
+  if (error instanceof Error && error.name === 'TimeoutError') return `no answer within ${HOST_TIMEOUT_MS / 1000} s`;
+  const cause = error instanceof Error ? (error.cause as { message?: unknown; code?: unknown } | undefined) : undefined;
+  const detail =
+    typeof cause?.message === 'string' && cause.message !== '' ? cause.message : typeof cause?.code === 'string' ? cause.code : '';
+  const message = error instanceof Error ? error.message : String(error);
+  if (detail === '') return `cannot reach the host: ${message}`;
+  return `cannot reach the host: ${detail}`;
 }
 
 const memberName = (clientId: string, clientHost: string) => `${clientId}@${clientHost}`;
@@ -43,10 +59,22 @@ function pauseLine(pause: PipelinePause | undefined, pauseError: string | undefi
   return `PAUSED by ${pause.by} at ${pause.at.toISOString()}${pause.reason ? `: ${pause.reason}` : ''}`;
 }
 
-function hostLines(host: PipelineView['host']): string {
+/** The host's view under a pipeline of `status --host`, with a warning when it consumes another group than the one looked at. */
+export function hostLines(host: PipelineView['host'], position: GroupPosition): string {
   if (host === undefined) return '';
   if ('error' in host) return `  host: ${host.error}\n`;
   const lines = [`  host ${host.host_id}: ${host.state}, member ${host.member_id ?? '-'}`];
+  if (
+    host.group !== position.group ||
+    (host.member_id !== null && !position.members.some((member) => member.memberId === host.member_id))
+  ) {
+    lines.push(
+      host.group !== position.group
+        ? `    WARNING: the host consumes group ${host.group}, this command looked at group ${position.group}: ` +
+            `set STORAGE_GROUP_${envSuffix(position.pipeline)}=${host.group} here as the host has it`
+        : `    WARNING: the host's member ${host.member_id} is not among the group's members as the broker lists them (a rebalance?)`,
+    );
+  }
   if (host.last_error === undefined) {
     lines.push('    in flight, last error: not reported by this host');
     return `${lines.join('\n')}\n`;
@@ -55,9 +83,10 @@ function hostLines(host: PipelineView['host']): string {
     const batch = partition.in_flight;
     if (batch === null || batch === undefined) continue;
     const error = batch.last_error ? `, last error: ${batch.last_error.message}` : '';
+    const retries = (batch.retries ?? 0) === 0 ? '' : ` (${batch.retries} database ${batch.retries === 1 ? 'retry' : 'retries'})`;
     lines.push(
-      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, attempt ${batch.attempt}, ` +
-        `since ${batch.started_at}${error}`,
+      `    in flight: partition ${partition.partition} offsets ${batch.first_offset}..${batch.last_offset}, ` +
+        `attempt ${batch.attempt}${retries}, since ${batch.started_at}${error}`,
     );
   }
   if (!host.partitions.some((partition) => partition.in_flight !== null && partition.in_flight !== undefined))
@@ -93,7 +122,7 @@ function renderView(view: PipelineView, pauseError: string | undefined): string 
   return (
     `${position.pipeline}: group ${position.group} on ${position.topic}, ${position.state}, ${position.members.length} member(s), lag ` +
     `${position.lag}\n` +
-    `  ${pauseLine(view.pause, pauseError)}\n${members}${hostLines(view.host)}${table
+    `  ${pauseLine(view.pause, pauseError)}\n${members}${hostLines(view.host, position)}${table
       .split('\n')
       .map((line) => (line === '' ? line : `  ${line}`))
       .join('\n')}`

@@ -4,22 +4,27 @@ import { groupPosition } from '../../host/lag.js';
 import type { GroupPosition } from '../../host/lag.js';
 import { describeTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
 import { loadHostSettings } from '../../host/settings.js';
-import { createPool } from '../../shared/db.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
 import { describeMismatches } from '../../shared/migrations/status.js';
 import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { PIPELINES } from '../../shared/pipelines.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import type { Settings } from '../../shared/settings.js';
+import type { ConsumerSettings } from '../../host/pipeline-settings.js';
+import { STORAGE_GROUP } from '../../host/setting-declarations.js';
+import { SettingsReader } from '../../shared/setting.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
-import { cliLogger } from '../context.js';
+import { cliLogger, createCliPool } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
 import type { LagThresholds } from '../lag-thresholds.js';
 import { DEFAULT_VERIFY_STAGE, lagAlarmThresholds } from '../lag-thresholds.js';
 import { isStage, STAGES } from '../../shared/stages.js';
+import { envSuffix } from '../../shared/pipeline-spec.js';
+import { readPipelinePauses } from '../../shared/pause-store.js';
+import type { PipelinePause } from '../../shared/pause-store.js';
+import { otherGroupsOnTopic, otherGroupsText, pausedText } from '../group-notes.js';
 import { createKafkaAdmin, positionJson } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { applyStage } from './stage-option.js';
@@ -48,13 +53,15 @@ export interface StepReport {
 type RenderedStep = StepReport & { readonly details?: string };
 
 interface VerifyContext {
-  readonly settings: Settings;
+  readonly settings: ConsumerSettings;
   readonly pipelines: readonly PipelineName[];
   readonly pool: pg.Pool;
   /** Connected by the first step that needs it, so an unreachable broker fails that step. */
   readonly admin: () => Promise<Admin>;
   /** Per pipeline: above it, a group's total lag fails the check. */
   readonly maxLag: LagThresholds;
+  /** The stage named with `--stage`, if any (its group names are checked where no variable names one). */
+  readonly stage: string | undefined;
 }
 
 async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
@@ -117,6 +124,19 @@ async function checkTopics({ settings, pipelines, admin }: VerifyContext): Promi
   };
 }
 
+/**
+ * A failed count in words: a statement the server cancelled after the statement timeout waited
+ * for the table (most often a lock: the lock runbook finds its holder).
+ */
+function waitedOn(error: unknown, table: string, settings: ConsumerSettings): string {
+  const message = error instanceof Error ? error.message : String(error);
+  if ((error as { code?: unknown }).code !== '57014') return message;
+  return (
+    `${message} (no answer within STORAGE_DB_STATEMENT_TIMEOUT_MS=${settings.database.statementTimeoutMs}: ` +
+    `is ${table} locked? pg_stat_activity names the waiting query and its blocker: docs/operations.md, "When the host is not ready")`
+  );
+}
+
 async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext): Promise<StepOutcome> {
   const connected = await admin();
   const rows = await Promise.all(
@@ -125,7 +145,9 @@ async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext
       const table = PIPELINES[name].table.name;
       const offsets = await connected.fetchTopicOffsets(topic);
       const messages = offsets.reduce((sum, { low, high }) => sum + BigInt(high) - BigInt(low), 0n);
-      const counted = await pool.query<{ rows: string }>(`SELECT count(*)::text AS rows FROM ${table}`);
+      const counted = await pool.query<{ rows: string }>(`SELECT count(*)::text AS rows FROM ${table}`).catch((error: unknown) => {
+        throw new Error(`counting the rows of ${table}: ${waitedOn(error, table, settings)}`, { cause: error });
+      });
       return { pipeline: name, topic, messages: Number(messages), table, rows: Number(counted.rows[0]?.rows ?? 0) };
     }),
   );
@@ -166,21 +188,59 @@ async function checkDeadLetters({ pool }: VerifyContext): Promise<StepOutcome> {
   };
 }
 
-async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): Promise<StepOutcome> {
-  const connected = await admin();
-  const positions: GroupPosition[] = await Promise.all(pipelines.map((name) => groupPosition(connected, settings.pipelines[name])));
-  const limit = (position: GroupPosition) => BigInt(maxLag[position.pipeline as PipelineName]);
-  const problems = positions.flatMap((position) =>
-    position.lag > limit(position)
-      ? [`group ${position.group} lags ${position.lag} message(s), more than ${limit(position)}`]
-      : position.lag > 0n && position.members.length === 0
-        ? [`group ${position.group} has ${position.lag} message(s) of lag and no members: its pipeline is not consuming`]
-        : [],
+/** The pause rows, or why they could not be read (the lag step still reports). */
+async function readPauses(pool: pg.Pool): Promise<Map<PipelineName, PipelinePause> | string> {
+  try {
+    return await readPipelinePauses(pool);
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
+}
+
+/** Why a group with lag has no members: another group reads the topic (a group-name mismatch), or nothing does. */
+async function noMembersProblem(context: VerifyContext, admin: Admin, position: GroupPosition): Promise<string> {
+  const base = `group ${position.group} has ${position.lag} message(s) of lag and no members`;
+  const others = await otherGroupsOnTopic(admin, position.topic, position.group).catch(() => []);
+  if (others.length === 0) return `${base}: its pipeline is not consuming`;
+  const variable = `STORAGE_GROUP_${envSuffix(position.pipeline)}`;
+  const named = context.stage === undefined ? '' : ` (--stage ${context.stage} named ${position.group})`;
+  return (
+    `${base}, but ${otherGroupsText(position.topic, others)}: the pipeline may consume under that group${named}; ` +
+    `check it with ${variable}=<group>`
   );
+}
+
+async function checkLag(context: VerifyContext): Promise<StepOutcome> {
+  const { settings, pipelines, admin, maxLag, pool } = context;
+  const connected = await admin();
+  const [positions, pauses] = await Promise.all([
+    Promise.all(pipelines.map((name) => groupPosition(connected, settings.pipelines[name]))),
+    readPauses(pool),
+  ]);
+  const limit = (position: GroupPosition) => BigInt(maxLag[position.pipeline as PipelineName]);
+  const pauseOf = (position: GroupPosition) => (typeof pauses === 'string' ? undefined : pauses.get(position.pipeline as PipelineName));
+  const pausedNote = (position: GroupPosition) => {
+    const pause = pauseOf(position);
+    return pause?.paused === true
+      ? ` (pipeline ${position.pipeline} is ${pausedText(pause)}; \`storage-consumer resume ${position.pipeline}\`)`
+      : '';
+  };
+  const problems: string[] = [];
+  for (const position of positions) {
+    if (position.lag > limit(position))
+      problems.push(`group ${position.group} lags ${position.lag} message(s), more than ${limit(position)}${pausedNote(position)}`);
+    else if (position.lag > 0n && position.members.length === 0)
+      problems.push(`${await noMembersProblem(context, connected, position)}${pausedNote(position)}`);
+  }
+  const fine = positions.map((position) => `${position.group}: ${position.lag}${pausedNote(position)}`).join(', ');
+  const unknownPauses = typeof pauses === 'string' ? `; pause state unknown: ${pauses}` : '';
   return {
     ok: problems.length === 0,
-    summary: problems.length > 0 ? problems.join('; ') : positions.map((position) => `${position.group}: ${position.lag}`).join(', '),
-    data: positions.map(positionJson),
+    summary: `${problems.length > 0 ? problems.join('; ') : fine}${unknownPauses}`,
+    data: positions.map((position) => ({
+      ...positionJson(position),
+      paused: typeof pauses === 'string' ? null : (pauseOf(position)?.paused ?? false),
+    })),
     details: renderTable<GroupPosition>(
       [
         { header: 'PIPELINE', value: (row) => row.pipeline },
@@ -188,6 +248,7 @@ async function checkLag({ settings, pipelines, admin, maxLag }: VerifyContext): 
         { header: 'STATE', value: (row) => row.state },
         { header: 'MEMBERS', value: (row) => row.members.length, align: 'right' },
         { header: 'LAG', value: (row) => row.lag, align: 'right' },
+        { header: 'PAUSED', value: (row) => (typeof pauses === 'string' ? 'unknown' : pauseOf(row)?.paused === true ? 'yes' : 'no') },
       ],
       positions,
     ),
@@ -238,6 +299,28 @@ function renderReport(reports: readonly RenderedStep[]): string {
   return `${[steps, ...details].join('\n')}\n${verdict}\n`;
 }
 
+/**
+ * The consumer groups verify checks, and where each name came from: a `STORAGE_GROUP_<PIPELINE>`
+ * variable, `--stage`, or the default (prod's names, which the host uses unless told otherwise).
+ */
+function checkedGroups(io: CliIo, settings: ConsumerSettings, stage: string | undefined) {
+  const setInEnvironment = (pipeline: PipelineName) => {
+    const reader = new SettingsReader(io.env);
+    reader.read(STORAGE_GROUP.of(pipeline));
+    return reader.readings()[0]?.source === 'environment';
+  };
+  const source = (pipeline: PipelineName) =>
+    setInEnvironment(pipeline) ? STORAGE_GROUP.of(pipeline).name : stage !== undefined ? `--stage ${stage}` : 'default';
+  const json = Object.fromEntries(
+    settings.selectedPipelines.map((name) => [name, { group: settings.pipelines[name].group, from: source(name) }]),
+  );
+  const bySource = new Map<string, string[]>();
+  for (const name of settings.selectedPipelines)
+    bySource.set(source(name), [...(bySource.get(source(name)) ?? []), settings.pipelines[name].group]);
+  const line = `checking groups ${[...bySource].map(([from, names]) => `${names.join(', ')} (${from})`).join('; ')}`;
+  return { json, line };
+}
+
 function formatThresholds(thresholds: LagThresholds): string {
   return Object.entries(thresholds)
     .map(([pipeline, limit]) => `${pipeline} ${limit}`)
@@ -273,12 +356,17 @@ Runs every check, in this order, each whatever the others found, and names each 
   messages      messages on each topic and rows in each table (reported; an idle topic is fine)
   dead-letters  dead letters per pipeline and reason (reported)
   lag           each group's lag: fails above its pipeline's threshold, or when a group has lag
-                and no members
-The pipelines are those of STORAGE_PIPELINES (all of them by default). Exit 0 only when every
-check holds, 1 when one failed.
+                and no members (naming other groups whose members read the topic, when there
+                are: a group-name mismatch); a paused pipeline is named as paused
+The pipelines are those of STORAGE_PIPELINES (all of them by default); the first line names the
+groups checked and where each name came from. Exit 0 only when every check holds, 1 when one
+failed.
 
-  --stage S     stage S (${STAGES.join(', ')}): its consumer group names and the lag thresholds of its
-                offset-lag alarms; default thresholds ${DEFAULT_THRESHOLDS}
+  --stage S     stage S (${STAGES.join(', ')}): the lag thresholds of its offset-lag alarms AND its
+                consumer group names (dev: storage-consumer-dev.<pipeline>; a
+                STORAGE_GROUP_<PIPELINE> variable that is set wins); default thresholds
+                ${DEFAULT_THRESHOLDS} and the default groups (storage-consumer.<pipeline>, as
+                the host and npm start use them)
   --max-lag N   one threshold for every group instead
   --json        the whole report as JSON
 `,
@@ -287,7 +375,8 @@ check holds, 1 when one failed.
     if (!parsed) return EXIT.ok;
     const maxLag = lagThresholds(parsed.values.stage, parsed.values['max-lag']);
     const host = loadHostSettings(applyStage(io, parsed.values.stage).env);
-    const pool = createPool(host.storage.database, cliLogger(io), 'cli-verify');
+    const groups = checkedGroups(io, host.storage, parsed.values.stage);
+    const pool = createCliPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
     let connected: Promise<Admin> | undefined;
     try {
@@ -297,14 +386,15 @@ check holds, 1 when one failed.
         pool,
         admin: () => (connected ??= admin.connect().then(() => admin)),
         maxLag,
+        stage: parsed.values.stage,
       });
       const ok = reports.every((report) => report.status === 'ok');
       if (parsed.values.json === true) {
         const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
         const steps: StepReport[] = reports.map(({ details: _details, ...report }) => report);
-        io.stdout(renderJson({ ok, failedStep, maxLag, steps }));
+        io.stdout(renderJson({ ok, failedStep, maxLag, groups: groups.json, steps }));
       } else {
-        io.stdout(renderReport(reports));
+        io.stdout(`${groups.line}\n${renderReport(reports)}`);
       }
       return ok ? EXIT.ok : EXIT.failed;
     } finally {

@@ -3,8 +3,9 @@
  *
  *   tsx dev/kafka/cli.ts start [--port 9092] [--controller-port 9093] [--data-dir .data/kafka]
  *
- * The port defaults to `KAFKA_PORT` (as for `npm start`), else 9092; the controller port to the
- * port + 1, so a second broker started with another `KAFKA_PORT` collides with neither port.
+ * The port defaults to `KAFKA_PORT` (as for `npm start`), else 9092; the controller port to
+ * `KAFKA_CONTROLLER_PORT`, else the port + 1, so a second broker started with another
+ * `KAFKA_PORT` collides with neither port.
  *   tsx dev/kafka/cli.ts stop [--data-dir .data/kafka]
  *   tsx dev/kafka/cli.ts resolve
  *
@@ -49,7 +50,12 @@ async function main(argv: string[]): Promise<number> {
         const brokerPort = port(values.port, values.port === process.env.KAFKA_PORT ? 'KAFKA_PORT' : '--port');
         const broker = await startBroker({
           port: brokerPort,
-          controllerPort: values['controller-port'] === undefined ? brokerPort + 1 : port(values['controller-port'], '--controller-port'),
+          controllerPort:
+            values['controller-port'] !== undefined
+              ? port(values['controller-port'], '--controller-port')
+              : process.env.KAFKA_CONTROLLER_PORT
+                ? port(process.env.KAFKA_CONTROLLER_PORT, 'KAFKA_CONTROLLER_PORT')
+                : brokerPort + 1,
           dataDir,
           detached: true,
           log,

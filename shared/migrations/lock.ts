@@ -51,7 +51,7 @@ export async function withMigrationLock<T>(
     const waitedTooLong = error instanceof pg.DatabaseError && WAITED_TOO_LONG.has(error.code);
     throw new MigrationError(
       waitedTooLong
-        ? `the migration lock (advisory lock ${key}) was not free within ${lockTimeoutMs / 1000} s: another migration ` +
+        ? `the migration lock (advisory lock ${key}) was not free within ${Math.round(lockTimeoutMs / 100) / 10} s: another migration ` +
             'runner holds it (the wait is bounded by STORAGE_MIGRATION_LOCK_TIMEOUT_MS); nothing was applied'
         : `cannot take the migration lock (advisory lock ${key})`,
       { cause: error },

@@ -310,8 +310,16 @@ describe('dlq redrive on a larger set', () => {
 describe('dlq purge', () => {
   /** The letters a purge may take, grouped as the command groups them, straight from the table. */
   async function groupsInTable(condition: string) {
-    const { rows } = await schema.pool.query<{ pipeline: string; reason: string; count: number; oldest: Date; newest: Date }>(
-      `SELECT pipeline, reason, count(*)::int AS count, min(created_at) AS oldest, max(created_at) AS newest
+    const { rows } = await schema.pool.query<{
+      pipeline: string;
+      reason: string;
+      count: number;
+      pending: number;
+      oldest: Date;
+      newest: Date;
+    }>(
+      `SELECT pipeline, reason, count(*)::int AS count, count(*) FILTER (WHERE redriven_at IS NULL)::int AS pending,
+              min(created_at) AS oldest, max(created_at) AS newest
          FROM dead_letter_events WHERE ${condition} GROUP BY pipeline, reason ORDER BY pipeline, reason`,
     );
     return rows.map((row) => ({ ...row, oldest: row.oldest.toISOString(), newest: row.newest.toISOString() }));
@@ -436,7 +444,10 @@ describe('dlq purge', () => {
     // Prepare
     const plain = await groupsInTable("redriven_at IS NULL AND reason NOT IN ('unknown_application', 'rejected_by_database')");
 
+    const everyTaken = await groupsInTable("reason NOT IN ('unknown_application', 'rejected_by_database') OR redriven_at IS NOT NULL");
+
     // Act
+    const preview = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending'], env);
     const purged = await runCli(['dlq', 'purge', '--older-than', '30d', '--include-pending', '--yes'], env);
     const left = await deadLetters();
     const named = await runCli(
@@ -444,9 +455,17 @@ describe('dlq purge', () => {
       env,
     );
 
-    // Assess
+    // Assess: the preview says which of the letters are pending, per group and in all
+    const previewRows = tableRows(preview.stdout.split('\n').slice(1).join('\n'));
+    expect(previewRows[0]).toEqual(['PIPELINE', 'REASON', 'COUNT', 'PENDING', 'OLDEST', 'NEWEST']);
+    expect(previewRows.slice(1, 1 + everyTaken.length)).toEqual(
+      everyTaken.map((group) => [group.pipeline, group.reason, String(group.count), String(group.pending), group.oldest, group.newest]),
+    );
+    const pendingTaken = everyTaken.reduce((sum, group) => sum + group.pending, 0);
+    expect(pendingTaken).toBe(totalOf(plain));
+    expect(preview.stdout).toContain(`of them ${pendingTaken} pending (never re-driven: their messages are gone for good once deleted;`);
     expect(purged.code).toBe(0);
-    expect(purged.stdout).toMatch(new RegExp(`^deleted ${totalOf(plain)} dead letter\\(s\\), pending or re-driven, stored before `));
+    expect(purged.stdout).toMatch(new RegExp(`^deleted ${totalOf(everyTaken)} dead letter\\(s\\), pending or re-driven, stored before `));
     expect(purged.stdout).toContain('kept 2 pending unknown_application / rejected_by_database dead letter(s) of that age');
     expect(left.map((row) => row.reason)).toEqual(['unknown_application', 'unknown_application']);
     expect(JSON.parse(named.stdout)).toMatchObject({ confirmed: true, deleted: 2, redrivableKept: 0 });

@@ -1,6 +1,9 @@
+import type pg from 'pg';
 import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createCliPool } from '../../cli/context.js';
 import { lagAlarmThresholds } from '../../cli/lag-thresholds.js';
+import { loadSettings } from '../../shared/settings.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
@@ -126,7 +129,7 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
     expect(table.stdout).toContain('verify: everything holds');
     const rows = tableRows(table.stdout);
     for (const row of messages) expect(rows).toContainEqual([row.pipeline, row.topic, String(row.messages), row.table, String(row.rows)]);
-    for (const group of lag) expect(rows).toContainEqual([group.pipeline, group.group, group.state, '1', '0']);
+    for (const group of lag) expect(rows).toContainEqual([group.pipeline, group.group, group.state, '1', '0', 'no']);
   });
 
   it('healthcheck passes while the host writes its heartbeats', async () => {
@@ -163,6 +166,68 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
         String(partition.lag),
       ]),
     );
+  });
+
+  it('names the groups it checks and, for a group without members, the group whose members do read the topic', async () => {
+    // Prepare: the CLI's environment names another group for reviews than the host's
+    const other = `${names.groups.reviews}-elsewhere`;
+    const mismatched = { ...env, STORAGE_GROUP_REVIEWS: other };
+
+    // Act
+    const { code, report } = await verifyJson(mismatched);
+    const table = await runCli(['verify'], mismatched);
+
+    // Assess
+    expect(code).toBe(1);
+    expect((report as unknown as { groups: Record<string, { group: string; from: string }> }).groups.reviews).toEqual({
+      group: other,
+      from: 'STORAGE_GROUP_REVIEWS',
+    });
+    console.log(`[cli-verify] ${table.stdout.split('\n')[0]}`);
+    console.log(`[cli-verify] ${report.steps[4]?.summary}`);
+    expect(report.steps[4]?.summary).toMatch(
+      new RegExp(
+        `^group ${other} has \\d+ message\\(s\\) of lag and no members, but group ${names.groups.reviews} has 1 member\\(s\\) on ` +
+          `${names.topics.reviews}: the pipeline may consume under that group; check it with STORAGE_GROUP_REVIEWS=<group>`,
+      ),
+    );
+    expect(table.stdout.split('\n')[0]).toBe(
+      `checking groups ${names.groups['app-stats']} (STORAGE_GROUP_APP_STATS); ${other} (STORAGE_GROUP_REVIEWS); ` +
+        `${names.groups['network-metrics']} (STORAGE_GROUP_NETWORK_METRICS)`,
+    );
+  });
+
+  it('verify and lag say when a pipeline is paused', async () => {
+    // Prepare
+    expect((await runCli(['pause', 'reviews', '--reason', 'verify test'], env)).code).toBe(0);
+    try {
+      // Act
+      const { report } = await verifyJson(env);
+      const lagText = await runCli(['lag', '--pipeline', 'reviews'], env);
+      const lagJson = await runCli(['lag', '--pipeline', 'reviews', '--json'], env);
+
+      // Assess
+      expect(report.steps[4]?.summary).toMatch(
+        new RegExp(
+          `${names.groups.reviews}: 0 \\(pipeline reviews is PAUSED by .+ at .+: verify test; \`storage-consumer resume reviews\`\\)`,
+        ),
+      );
+      expect(lagText.stdout).toMatch(/\n {2}PAUSED by .+: verify test: it consumes nothing until `storage-consumer resume reviews`\n/);
+      expect((JSON.parse(lagJson.stdout) as { groups: Array<{ paused: boolean }> }).groups[0]?.paused).toBe(true);
+      console.log(`[cli-verify] verify lag step: ${report.steps[4]?.summary}`);
+      console.log(`[cli-verify] lag:\n${lagText.stdout}`);
+    } finally {
+      expect((await runCli(['resume', 'reviews'], env)).code).toBe(0);
+    }
+  });
+
+  it('lag names a topic that does not exist and exits 1', async () => {
+    const missing = `${names.topics.reviews}-missing`;
+    const run = await runCli(['lag', '--pipeline', 'reviews'], { ...env, STORAGE_TOPIC_REVIEWS: missing });
+
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe(`reviews: topic ${missing} of pipeline reviews does not exist\n`);
+    console.log(`[cli-verify] lag, missing topic: ${run.stdout.trim()}`);
   });
 
   it('fails at the lag step when a stopped pipeline builds lag, naming its group', async () => {
@@ -204,6 +269,86 @@ describe('verify on a healthy stack, then with a stopped pipeline', () => {
 
     expect(stale.code).toBe(1);
     expect(stale.stdout).toMatch(/^unhealthy: app-stats: heartbeat \d+ ms old \(limit 1000 ms\)/);
+  });
+});
+
+describe('verify while a table is locked', () => {
+  /** The backends still running a count of app_stats in the test's schema (none but the ones a test expects). */
+  const leftoverCounts = async () =>
+    (
+      await schema.pool.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle'
+           AND query LIKE 'SELECT count(*)::text AS rows FROM app_stats%' AND pid <> pg_backend_pid()`,
+      )
+    ).rows;
+
+  it('names the table it was counting, and leaves no backend behind', async () => {
+    // Prepare: one session holds app_stats in ACCESS EXCLUSIVE mode, as a migration or a manual LOCK would
+    const names = await createTestPipelines('cli-verify-lock');
+    const holder = await schema.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE app_stats IN ACCESS EXCLUSIVE MODE');
+      const env = { ...environment(names), STORAGE_DB_STATEMENT_TIMEOUT_MS: '1500' };
+
+      // Act: twice, as an operator retrying it would
+      const first = await runCli(['verify'], env);
+      const second = await verifyJson(env);
+      const leftAfterRuns = await leftoverCounts();
+
+      // Assess
+      expect(first.code).toBe(1);
+      expect(first.stdout).toContain(
+        'verify FAILED at step messages: counting the rows of app_stats: canceling statement due to statement timeout ' +
+          '(no answer within STORAGE_DB_STATEMENT_TIMEOUT_MS=1500: is app_stats locked?',
+      );
+      expect(second.report.steps.find((step) => step.step === 'messages')?.summary).toMatch(/^counting the rows of app_stats: /);
+      // The other steps still ran (the lock blocks only the count).
+      expect(second.report.steps.filter((step) => step.status === 'ok').map((step) => step.step)).toEqual([
+        'schema',
+        'topics',
+        'dead-letters',
+        'lag',
+      ]);
+      expect(leftAfterRuns).toEqual([]);
+      console.log(`[cli-verify] ${first.stdout.split('\n').find((line) => line.startsWith('verify FAILED at step messages'))}`);
+      console.log(`[cli-verify] leftover count backends after two runs: ${leftAfterRuns.length}`);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+    }
+  });
+
+  it('a CLI connection whose client gives up first has its statement cancelled on the server', async () => {
+    // Prepare: a long statement timeout, so only the client-side give-up can end the wait
+    const holder = await schema.pool.connect();
+    const settings = loadSettings({ DATABASE_URL: schema.url, STORAGE_DB_STATEMENT_TIMEOUT_MS: '120000' });
+    const pool = createCliPool(settings.database, captureLogger(), 'cli-test');
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE app_stats IN ACCESS EXCLUSIVE MODE');
+      const applied = await pool.query<{ statement_timeout: string }>('SHOW statement_timeout');
+
+      // Act: the client waits 500 ms, then gives up
+      const giveUpAfter500Ms = { text: 'SELECT count(*)::text AS rows FROM app_stats', query_timeout: 500 } as pg.QueryConfig;
+      const failure = await pool.query(giveUpAfter500Ms).then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+      const startedWaiting = Date.now();
+      await waitUntil('the given-up count to leave the server', async () => (await leftoverCounts()).length === 0);
+
+      // Assess
+      expect(applied.rows[0]?.statement_timeout).toBe('2min');
+      expect(failure?.message).toBe('Query read timeout');
+      // Cancelled at once, not after the two-minute statement timeout or the lock's end.
+      expect(Date.now() - startedWaiting).toBeLessThan(5_000);
+      console.log(`[cli-verify] given-up count gone from pg_stat_activity ${Date.now() - startedWaiting} ms after '${failure?.message}'`);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await pool.end();
+    }
   });
 });
 

@@ -201,18 +201,29 @@ describe('host life cycle', () => {
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
   });
 
-  it('refuses a bad setting at start with exit 1, naming the variable', async () => {
+  it('refuses bad settings at start with exit 1, naming every one of them at once', async () => {
     // Prepare
     const names = await createTestPipelines('host-life-config');
 
-    // Act
-    const host = spawnHost(await environment(names, schema.url, { STORAGE_SESSION_TIMEOUT_MS: 'soon' }));
+    // Act: two bad values and a broken rule between settings
+    const host = spawnHost(
+      await environment(names, schema.url, {
+        STORAGE_SESSION_TIMEOUT_MS: 'soon',
+        STORAGE_DB_POOL_MAX: '0',
+        STORAGE_FAILURE_RESPONSE: 'report',
+        STORAGE_REPORT_BATCH_ITEM_FAILURES: 'false',
+      }),
+    );
 
     // Assess
     expect((await host.exited).code).toBe(1);
-    expect(host.lines.find((line) => line.message === 'invalid configuration')).toMatchObject({
-      error: expect.stringContaining('STORAGE_SESSION_TIMEOUT_MS'),
-    });
+    const refusal = host.lines.find((line) => line.message === 'invalid configuration');
+    expect(refusal).toMatchObject({ error: expect.stringContaining('3 invalid settings') });
+    expect(refusal?.problems).toEqual([
+      'STORAGE_DB_POOL_MAX="0" is invalid: must be from 1 to 100 connections',
+      'STORAGE_SESSION_TIMEOUT_MS="soon" is invalid: must be a whole number',
+      expect.stringContaining('STORAGE_FAILURE_RESPONSE=report needs STORAGE_REPORT_BATCH_ITEM_FAILURES=true'),
+    ]);
   });
 
   it('migrates on start, keeps heartbeats fresh while idle, and gives up on a second signal', async () => {

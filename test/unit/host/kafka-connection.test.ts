@@ -1,6 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { kafkaConnection, plaintextKafka } from '../../../host/kafka-connection.js';
+import { kafkaConnection, memberClientId, plaintextKafka } from '../../../host/kafka-connection.js';
 import { mskIamTokenProvider } from '../../../host/msk-iam.js';
 import { loadHostSettings } from '../../../host/settings.js';
 
@@ -143,5 +143,13 @@ describe('the MSK IAM token provider (stubbed credential source)', () => {
 
     // Act / Assess
     await expect(provider()).rejects.toThrow(/Could not load credentials/);
+  });
+});
+
+describe('the client id of a host consumer', () => {
+  it('carries the machine and the process, so two members on one machine differ', () => {
+    expect(memberClientId('storage-consumer', 'host-1', 4242)).toBe('storage-consumer-host-1-4242');
+    expect(memberClientId('storage-consumer')).not.toBe(memberClientId('storage-consumer', undefined, process.pid + 1));
+    expect(memberClientId('storage-consumer')).toMatch(new RegExp(`^storage-consumer-.+-${process.pid}$`));
   });
 });

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, createHostMetrics } from '../../../host/metrics.js';
 import type { PipelineView } from '../../../host/metrics.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
+import { ManualClock } from '../../helpers/clock.js';
 import { loadHttpSettings } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
@@ -116,21 +117,24 @@ describe('the host metrics', () => {
 
   it('show a pause: paused 1 with its start, state PAUSED, pipeline_up 0; and 0 again after the resume', async () => {
     // Prepare: a running pipeline, paused by a row written at 2026-12-01T12:00:00Z
-    let now = Date.parse('2026-12-01T12:05:00Z');
-    const progress = new PipelineProgress({ pipeline: 'network-metrics', topic: 'nm', group: 'g', now: () => now });
+    const clock = new ManualClock(1_000_000, Date.parse('2026-12-01T12:05:00Z'));
+    const progress = new PipelineProgress({ pipeline: 'network-metrics', topic: 'nm', group: 'g', clock });
+    progress.setPaused(false);
     progress.consumerStarted();
     progress.joined([0, 1, 2]);
     progress.fetched();
     const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
-    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
-    const metrics = createHostMetrics(['network-metrics'], view, () => now);
+    const view = (): PipelineView[] => [
+      { snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, clock.monotonic()) },
+    ];
+    const metrics = createHostMetrics(['network-metrics'], view, () => clock.monotonic());
     const series = (text: string, name: string, extra = '') =>
       new RegExp(`^${name}\\{pipeline="network-metrics"${extra}\\} (\\S+)$`, 'm').exec(text)?.[1];
     expect(series(await metrics.registry.metrics(), HOST_METRIC_NAMES.pipelineUp)).toBe('1');
 
     // Act: paused (the row's time), then resumed
     progress.setPaused(true, Date.parse('2026-12-01T12:00:00Z'));
-    now += 60_000;
+    clock.advance(60_000);
     const paused = await metrics.registry.metrics();
     progress.setPaused(false);
     progress.fetched();
@@ -150,23 +154,28 @@ describe('the host metrics', () => {
 
   it('derive up, lag, ages and crashes from the progress records at scrape time, without waiting', async () => {
     // Prepare: a record that joined, fetched, stored a batch, has one in flight, crashed once, and read its lag 20 s ago
-    let now = 1_000_000;
-    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', now: () => now });
+    const clock = new ManualClock(1_000_000, 1_000_000);
+    const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'g', clock });
+    progress.setPaused(false);
     progress.consumerStarted();
     progress.joined([0, 2]);
     progress.fetched();
     progress.attemptStarted({ partition: 0, firstOffset: '5', lastOffset: '9' });
-    progress.stored(0, '10');
+    progress.stored(0);
     progress.lagRead([{ partition: 2, lag: 17 }]);
-    now += 20_000;
+    clock.advance(20_000);
     progress.crashed(new Error('broker went away'));
     progress.joined([0, 2]);
     progress.fetched();
     progress.attemptStarted({ partition: 2, firstOffset: '40', lastOffset: '56' });
-    now += 3_000;
+    clock.advance(3_000);
+    // A wall-clock step changes no age, and no timestamp already taken.
+    clock.stepWall(-7_200_000);
     const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
-    const view = (): PipelineView[] => [{ snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, now) }];
-    const metrics = createHostMetrics(['reviews'], view, () => now);
+    const view = (): PipelineView[] => [
+      { snapshot: progress.snapshot(), verdict: evaluateProgress(progress.snapshot(), bounds, clock.monotonic()) },
+    ];
+    const metrics = createHostMetrics(['reviews'], view, () => clock.monotonic());
 
     // Act
     const text = await metrics.registry.metrics();

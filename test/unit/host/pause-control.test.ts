@@ -48,19 +48,25 @@ function setUp(pipelines = 'reviews,app-stats') {
   const database = scriptedPool();
   const applied: Array<[PipelineName, boolean]> = [];
   const warnings: Array<Record<string, unknown>> = [];
+  const messages: string[] = [];
+  const failedReads: unknown[] = [];
   const logger = {
     debug: () => undefined,
     info: () => undefined,
-    warn: (_message: string, extra?: Record<string, unknown>) => warnings.push(extra ?? {}),
+    warn: (message: string, extra?: Record<string, unknown>) => {
+      messages.push(message);
+      warnings.push(extra ?? {});
+    },
     error: () => undefined,
   };
   const control = createPauseControl({
     settings: loadHostSettings({ KAFKA_BROKERS: '127.0.0.1:9092', STORAGE_PIPELINES: pipelines }),
     logger,
     apply: (pipeline, pause) => applied.push([pipeline, pause !== undefined]),
+    onReadFailed: (error) => failedReads.push(error),
     pool: database.pool,
   });
-  return { database, applied, warnings, control };
+  return { database, applied, warnings, messages, failedReads, control };
 }
 
 describe('the pause control', () => {
@@ -108,6 +114,27 @@ describe('the pause control', () => {
     await control.refresh();
     expect(control.readState().error).toBeUndefined();
     expect(applied.at(-1)).toEqual(['reviews', false]);
+    await control.close();
+  });
+
+  it('before any read succeeded applies nothing, says no pipeline fetches, and tells each failure', async () => {
+    const { database, applied, warnings, messages, failedReads, control } = setUp();
+    database.fail(new Error('connect ECONNREFUSED 10.0.3.7:5432'));
+    await control.refresh();
+    await control.refresh();
+
+    expect(applied).toEqual([]);
+    expect(failedReads).toHaveLength(2);
+    expect(messages).toEqual(['cannot read the pause state; no pipeline fetches until it is read once']);
+    expect(warnings[0]).toMatchObject({ error: 'connect ECONNREFUSED <address>', waiting: ['reviews', 'app-stats'] });
+
+    database.fail(undefined);
+    database.set([row('reviews', true)]);
+    await control.refresh();
+    expect(applied).toEqual([
+      ['reviews', true],
+      ['app-stats', false],
+    ]);
     await control.close();
   });
 });

@@ -1,20 +1,27 @@
 import { describe, expect, it } from 'vitest';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
+import { ManualClock } from '../../helpers/clock.js';
 
 // The rules of docs/operations.md ("Health and metrics of the host") on a record driven by hand.
 
 const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
 
-function record() {
-  const clock = { now: 1_000_000 };
-  const progress = new PipelineProgress({
-    pipeline: 'reviews',
-    topic: 'reviews-topic',
-    group: 'storage-consumer.reviews',
-    now: () => clock.now,
-  });
-  const verdict = () => evaluateProgress(progress.snapshot(), bounds, clock.now);
-  return { clock, progress, verdict };
+/** A record on a hand-driven clock whose pause state was read (not paused), unless `pauseRead` is false. */
+function record(pauseRead = true) {
+  const manual = new ManualClock();
+  // `clock.now += ms` lets time pass on both clocks, as in the tests below.
+  const clock = {
+    get now() {
+      return manual.monotonic();
+    },
+    set now(value: number) {
+      manual.advance(value - manual.monotonic());
+    },
+  };
+  const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews-topic', group: 'storage-consumer.reviews', clock: manual });
+  if (pauseRead) progress.setPaused(false);
+  const verdict = () => evaluateProgress(progress.snapshot(), bounds, manual.monotonic());
+  return { clock, manual, progress, verdict };
 }
 
 describe('the progress record', () => {
@@ -59,7 +66,7 @@ describe('the progress record', () => {
     progress.attemptStarted({ partition: 0, firstOffset: '10', lastOffset: '19' });
     clock.now += 40_000;
     expect(verdict().state).toBe('RUNNING');
-    progress.stored(0, '20');
+    progress.stored(0);
     clock.now += 20_000;
     expect(verdict().state).toBe('RUNNING');
     progress.joined([]);
@@ -83,7 +90,7 @@ describe('the progress record', () => {
     expect(stalled.causes[0]).toContain(
       'in flight: reviews-topic partition 1 offsets 100..149, attempt 2, 60 s old, last error: Error: canceling statement due to lock timeout',
     );
-    progress.stored(1, '150');
+    progress.stored(1);
     expect(verdict().state).toBe('RUNNING');
 
     // Lag on a partition another member owns is not this host's stall.
@@ -113,7 +120,8 @@ describe('the progress record', () => {
     const readingStartedAt = clock.now;
     clock.now += 500;
     // ... the batch is stored and committed while the answer travels ...
-    progress.stored(1, '5');
+    progress.committed(1, '5');
+    progress.stored(1);
     expect(verdict().state).toBe('RUNNING');
     // ... and the answer arrives: older than the store, it says nothing about partition 1 now.
     clock.now += 100;
@@ -144,5 +152,163 @@ describe('the progress record', () => {
     expect(progress.snapshot().lastError?.stack).toContain('relation');
     progress.stopped();
     expect(verdict().state).toBe('FAILED');
+  });
+
+  it('restarts the fetch clock at the resume: a pause longer than the fail bound fails nothing, not even for a moment', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 0, firstOffset: '0', lastOffset: '9', highWatermark: '500' });
+    progress.stored(0);
+    progress.setPaused(true);
+    clock.now += 6 * 3_600_000;
+    expect(verdict()).toMatchObject({ state: 'PAUSED', ready: true, failure: undefined });
+    progress.setPaused(false);
+    // The lag left from before the pause is not a stall either: nothing could store it meanwhile.
+    expect(verdict()).toMatchObject({ state: 'RUNNING', ready: true, notFetchingMs: 0 });
+    clock.now += bounds.fetchUnreadyAfterMs;
+    expect(verdict().state).toBe('RUNNING');
+    // ... but a resumed pipeline that then fetches nothing is held to the bounds from the resume.
+    clock.now += 1;
+    expect(verdict().state).toBe('NOT_FETCHING');
+    clock.now += bounds.fetchFailAfterMs - bounds.fetchUnreadyAfterMs;
+    expect(verdict().state).toBe('FAILED');
+  });
+
+  it('gives an idle standby no fetch clock, through a rebalance, and the full bound once it is given partitions', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([]);
+    clock.now += 5 * 3_600_000;
+    expect(verdict()).toMatchObject({ state: 'RUNNING', failure: undefined });
+    progress.left();
+    clock.now += 20_000;
+    expect(verdict()).toMatchObject({ state: 'JOINING', notFetchingMs: 0, failure: undefined });
+    progress.joined([0, 1]);
+    expect(verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
+    clock.now += bounds.fetchFailAfterMs + 1;
+    expect(verdict().failure).toMatch(/^no fetch completed for 300 s \(none since the start\)/);
+  });
+
+  it('lets no rebalance excuse a consumer that crashed since its last progress (a crash loop that rejoins still fails)', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    for (let round = 0; round < 31; round += 1) {
+      clock.now += 5_000;
+      progress.crashed(new Error('This server does not host this topic-partition'));
+      progress.joined([0]);
+      clock.now += 5_000;
+      progress.left();
+      progress.joined([0]);
+    }
+    expect(verdict().state).toBe('FAILED');
+  });
+
+  it('bounds a rebalance by the rebalance timeout: past it the fetch clock runs', () => {
+    const { clock, progress } = record();
+    const limited = { ...bounds, rebalanceTimeoutMs: 315_000 };
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    progress.left();
+    clock.now += 315_000 + bounds.fetchFailAfterMs;
+    expect(evaluateProgress(progress.snapshot(), limited, clock.now).state).toBe('NOT_FETCHING');
+    clock.now += 1;
+    expect(evaluateProgress(progress.snapshot(), limited, clock.now).failure).toMatch(
+      /^no fetch completed for 300 s \(rebalancing for 615 s, longer than the rebalance timeout\)/,
+    );
+  });
+
+  it('lets a batch excuse a missing fetch only while the loop holds it: one waiting for its redelivery fails the pipeline', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 0, firstOffset: '100', lastOffset: '149' });
+    progress.notStored(0, new Error('connect ECONNREFUSED 127.0.0.1:5432'));
+    // The back-off: still the loop's.
+    clock.now += 50_000;
+    expect(verdict().notFetchingMs).toBe(0);
+    progress.awaitingRedelivery(0);
+    for (let crash = 0; crash < 30; crash += 1) {
+      clock.now += 10_000;
+      progress.crashed(new Error('Connection error: connect ECONNREFUSED 127.0.0.1:19092'));
+    }
+    clock.now += 1;
+    const failed = verdict();
+    expect(failed.state).toBe('FAILED');
+    expect(failed.failure).toContain('a batch waits for its redelivery (partition 0 offsets 100..149)');
+  });
+
+  it('starts the stall clock of a partition handed over in a rebalance when it becomes ours', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    // Another member owns partition 1 and lags there for ten minutes.
+    progress.lagRead([
+      { partition: 0, lag: 0 },
+      { partition: 1, lag: 800 },
+    ]);
+    clock.now += 600_000;
+    progress.fetched();
+    progress.left();
+    progress.joined([0, 1]);
+    progress.fetched();
+    expect(verdict().state).toBe('RUNNING');
+    clock.now += bounds.stallAfterMs + 1;
+    progress.fetched();
+    expect(verdict().state).toBe('STALLED');
+  });
+
+  it('records an offset as committed only when the commit succeeded', () => {
+    const { progress } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.attemptStarted({ partition: 0, firstOffset: '0', lastOffset: '9', highWatermark: '50' });
+    progress.committed(0, '10');
+    progress.stored(0);
+    progress.attemptStarted({ partition: 0, firstOffset: '10', lastOffset: '19', highWatermark: '50' });
+    // The commit of 20 failed: only stored() is told.
+    progress.stored(0);
+    expect(progress.snapshot().partitions).toMatchObject([{ partition: 0, committed: '10', lag: 40 }]);
+  });
+
+  it('holds a pipeline whose pause state was never read: STARTING with the reason, then the fetch bounds', () => {
+    const { clock, progress, verdict } = record(false);
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.pauseUnread('cannot read pipeline_pauses: 57014');
+    expect(verdict()).toMatchObject({ state: 'STARTING', ready: false });
+    expect(verdict().causes).toEqual([
+      'reviews: pause state not read yet (cannot read pipeline_pauses: 57014); nothing is fetched until it is',
+    ]);
+    // Standing by excuses nothing while the pause state is unknown.
+    progress.joined([]);
+    clock.now += bounds.fetchUnreadyAfterMs + 1;
+    expect(verdict()).toMatchObject({ state: 'NOT_FETCHING' });
+    clock.now += bounds.fetchFailAfterMs - bounds.fetchUnreadyAfterMs;
+    expect(verdict().failure).toMatch(/^pause state not read yet \(cannot read pipeline_pauses: 57014\), nothing fetched for 300 s/);
+  });
+
+  it('changes no verdict on a wall-clock step in either direction, and shows wall times for people', () => {
+    const { manual, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0]);
+    progress.fetched();
+    progress.attemptStarted({ partition: 0, firstOffset: '0', lastOffset: '9' });
+    const started = progress.snapshot().inFlight[0]?.startedWallAt;
+    manual.stepWall(+86_400_000);
+    expect(verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
+    progress.stored(0);
+    manual.advance(1_000);
+    progress.fetched();
+    manual.stepWall(-2 * 86_400_000);
+    expect(verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
+    expect(started).toBe(Date.parse('2026-12-01T12:00:00Z'));
+    expect(progress.snapshot().partitions[0]?.lastStoredWallAt).toBe(Date.parse('2026-12-02T12:00:00Z'));
   });
 });

@@ -211,7 +211,8 @@ describe('the status document', () => {
         partition: 1,
         firstOffset: '500',
         lastOffset: '999',
-        startedAt: Date.parse('2026-12-01T12:00:00Z'),
+        startedWallAt: Date.parse('2026-12-01T12:00:00Z'),
+        retries: 2,
         attempt: 2,
         lastError: {
           message: 'Error: connect ECONNREFUSED 10.0.3.7:5432',
@@ -220,7 +221,7 @@ describe('the status document', () => {
         },
       },
     ],
-    partitions: [{ partition: 1, committed: '500', lastStoredAt: Date.parse('2026-12-01T11:59:00Z') }],
+    partitions: [{ partition: 1, committed: '500', lastStoredWallAt: Date.parse('2026-12-01T11:59:00Z') }],
     lastError: { message: 'getaddrinfo ENOTFOUND db.internal.example', stack: undefined, at: Date.parse('2026-12-01T12:00:05Z') },
   };
 
@@ -260,6 +261,7 @@ describe('the status document', () => {
       first_offset: '500',
       last_offset: '999',
       attempt: 2,
+      retries: 2,
       started_at: '2026-12-01T12:00:00.000Z',
     });
     expect(document.partitions[1]?.last_stored_at).toBe('2026-12-01T11:59:00.000Z');

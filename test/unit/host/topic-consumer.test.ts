@@ -38,7 +38,8 @@ interface Harness {
   readonly emit: (event: string, payload: unknown) => void;
 }
 
-async function harness(answer: (call: number, event: KafkaEvent) => InvocationResult): Promise<Harness> {
+/** A consumer on a fake kafkajs; its pause state is read (not paused) before the start, as the host does, unless `pauseRead` is false. */
+async function harness(answer: (call: number, event: KafkaEvent) => InvocationResult, pauseRead = true): Promise<Harness> {
   let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
   const seeks: Harness['seeks'] = [];
   const paused: unknown[] = [];
@@ -98,6 +99,7 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
     onFailure: (error) => failures.push(error),
     progress,
   });
+  if (pauseRead) pipeline.setPaused(undefined);
   await pipeline.start();
   if (!eachBatch) throw new Error('run() was not given eachBatch');
   const emit = (event: string, payload: unknown) => {
@@ -154,6 +156,33 @@ function payload(
 const ok: InvocationResult = { kind: 'response', payload: { batchItemFailures: [] } };
 
 describe('pipeline consumer (the runner)', () => {
+  it('fetches and invokes nothing before its pause state was read once, then obeys what was read', async () => {
+    // Prepare: a host that could not read pipeline_pauses before the start
+    const topic = [{ topic: settings.storage.pipelines.reviews.topic }];
+    const runner = await harness(() => ok, false);
+    const pause = { pipeline: 'reviews' as const, paused: true, by: 'ops', at: new Date(), reason: null };
+
+    // Act: the group is joined and a fetch delivers records before the state is known
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    const waiting = payload([10, 11]);
+    await runner.eachBatch(waiting);
+    const whileUnknown = runner.progress.snapshot();
+    // The first read says paused: still nothing; a rejoin stays paused.
+    runner.pipeline.setPaused(pause);
+    await runner.eachBatch(payload([10, 11]));
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    runner.pipeline.setPaused(undefined);
+    await runner.eachBatch(payload([10, 11]));
+
+    // Assess
+    expect(waiting.resolved).toEqual([]);
+    expect(whileUnknown).toMatchObject({ pause: 'unknown', paused: false, inFlight: [] });
+    expect(runner.paused).toEqual([topic, topic, topic]);
+    expect(runner.warnings).toContain('pause state not read yet; the pipeline joins its group but fetches nothing until it is read');
+    expect(runner.invocations).toEqual([[10, 11]]);
+    expect(runner.resumed).toEqual([topic]);
+  });
+
   it('on a pause, commits the event in flight, invokes nothing more, and pauses again on every join', async () => {
     // Prepare: the pause arrives while the first event is being invoked
     const topic = [{ topic: settings.storage.pipelines.reviews.topic }];
@@ -225,8 +254,9 @@ describe('pipeline consumer (the runner)', () => {
     await runner.eachBatch(payload([4]));
     for (let batch = 5; batch < 9; batch += 1) await runner.eachBatch(payload([batch], failing));
 
-    // Assess
+    // Assess: and the record says committed only what was: 5, from the one commit that succeeded
     expect(runner.failures).toEqual([]);
+    expect(runner.progress.snapshot().partitions).toMatchObject([{ partition: 1, committed: '5' }]);
   });
 
   it('drops a batch whose partition was reassigned during the invocation: nothing committed', async () => {
@@ -306,7 +336,16 @@ describe('pipeline consumer (the runner)', () => {
     });
     const snapshot = runner.progress.snapshot();
     expect(snapshot.inFlight).toMatchObject([
-      { topic: 'reviews', partition: 1, firstOffset: '3', lastOffset: '4', attempt: 1, lastError: { message: 'Error: budget' } },
+      // After the back-off the loop lets go of it: it waits for its redelivery, which needs a fetch.
+      {
+        topic: 'reviews',
+        partition: 1,
+        firstOffset: '3',
+        lastOffset: '4',
+        attempt: 1,
+        busy: false,
+        lastError: { message: 'Error: budget' },
+      },
     ]);
     expect(snapshot.partitions).toMatchObject([{ partition: 1, committed: '3' }]);
 

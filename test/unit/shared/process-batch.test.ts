@@ -325,7 +325,7 @@ describe('processBatch: fatal and refused', () => {
         ? databaseError('23514', 'new row for relation "reviews" violates check constraint "reviews_score_check"')
         : undefined;
     const { pool, transcript } = database(refusesB);
-    const { runtime } = runtimeFor(pool);
+    const { runtime, logger } = runtimeFor(pool);
     const deadLetterRows = () =>
       pool.log
         .filter((query) => statementOf(query) === 'INSERT INTO dead_letter_events')
@@ -358,6 +358,12 @@ describe('processBatch: fatal and refused', () => {
     expect(deadLetterRows()).toEqual([
       { offsets: ['6'], reasons: ['rejected_by_database'], details: [expect.stringMatching(/^SQLSTATE 23514: .*reviews_score_check/)] },
     ]);
+    // The refused row's exact place is logged, for `peek` before a step-over.
+    expect(logger.lines.find((line) => line.message === 'rows refused by the database')?.extra).toMatchObject({
+      pipeline: 'reviews',
+      count: 1,
+      rows: [{ partition: 0, offset: 6, detail: expect.stringMatching(/^SQLSTATE 23514/) }],
+    });
   });
 });
 

@@ -1,5 +1,6 @@
-import { describe, expect, it } from 'vitest';
-import { errorCode, redactAnswer, redactConnectionDetails } from '../../../shared/redaction.js';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { describe, expect, it, vi } from 'vitest';
+import { errorCode, redactAnswer, redactConnectionDetails, redactErrorText } from '../../../shared/redaction.js';
 
 describe('redactConnectionDetails', () => {
   it.each([
@@ -66,5 +67,40 @@ describe('errorCode', () => {
     expect(errorCode(Object.assign(new Error('x'), { code: 'not a code 10.0.0.1' }))).toBe('Error');
     expect(errorCode(new TypeError('at 10.0.0.1'))).toBe('TypeError');
     expect(errorCode('10.0.0.1')).toBe('unknown error');
+  });
+});
+
+describe('redactErrorText (the loggers of the host, the batch handler and the migration)', () => {
+  it("takes addresses out of a log line's error text and leaves every other field alone", () => {
+    // Prepare: what a Powertools logger with this replacer writes for a failed pipeline
+    const printed: string[] = [];
+    // Powertools writes through a Console of its own on the process's streams.
+    const capture = (chunk: unknown) => (printed.push(String(chunk)), true);
+    const spies = [
+      vi.spyOn(process.stdout, 'write').mockImplementation(capture),
+      vi.spyOn(process.stderr, 'write').mockImplementation(capture),
+    ];
+    const logger = new Logger({ serviceName: 'storage-consumer', jsonReplacerFn: redactErrorText });
+    const error = new Error('connect ECONNREFUSED 127.0.0.1:19711');
+
+    // Act
+    try {
+      logger.error('pipeline failed', {
+        pipeline: 'reviews',
+        topic: 'reviews',
+        broker: 'b-1:9092',
+        error,
+        causes: ['reviews: connect ECONNREFUSED 10.0.0.7:5432'],
+      });
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+
+    // Assess
+    const line = JSON.parse(printed[0] ?? '{}') as Record<string, unknown> & { error: { message: string; stack: string } };
+    expect(line.error.message).toBe('connect ECONNREFUSED <address>');
+    expect(line.error.stack).not.toContain('127.0.0.1');
+    expect(line.causes).toEqual(['reviews: connect ECONNREFUSED <address>']);
+    expect(line).toMatchObject({ message: 'pipeline failed', pipeline: 'reviews', topic: 'reviews', broker: 'b-1:9092' });
   });
 });

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../../shared/errors.js';
-import { loadSettings } from '../../../shared/settings.js';
+import { loadConsumerSettings } from '../../../host/pipeline-settings.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../../shared/pipelines.js';
 
 function configurationErrorFrom(env: Record<string, string>): ConfigurationError {
   try {
-    loadSettings(env);
+    loadConsumerSettings(env);
   } catch (error) {
     if (error instanceof ConfigurationError) return error;
     throw error;
@@ -16,7 +16,7 @@ function configurationErrorFrom(env: Record<string, string>): ConfigurationError
 describe('loadSettings defaults', () => {
   it('gives every pipeline its topic, consumer group and batch size from the spec', () => {
     // Act
-    const settings = loadSettings({});
+    const settings = loadConsumerSettings({});
 
     // Assess: docs/design.md section 1's values for its pipelines, each spec's for every pipeline
     expect(Object.keys(settings.pipelines)).toEqual(PIPELINE_NAMES);
@@ -39,7 +39,7 @@ describe('loadSettings defaults', () => {
 
   it('uses the documented database, retry, cache and failure defaults', () => {
     // Act
-    const settings = loadSettings({});
+    const settings = loadConsumerSettings({});
 
     // Assess
     expect(settings.database).toEqual({
@@ -59,7 +59,7 @@ describe('loadSettings defaults', () => {
 
   it('treats an empty or blank variable as unset', () => {
     // Act
-    const settings = loadSettings({ STORAGE_MAX_POLL_RECORDS: '', STORAGE_DB_RETRY_ATTEMPTS: '   ', DATABASE_URL: '' });
+    const settings = loadConsumerSettings({ STORAGE_MAX_POLL_RECORDS: '', STORAGE_DB_RETRY_ATTEMPTS: '   ', DATABASE_URL: '' });
 
     // Assess
     expect(settings.pipelines.reviews.batchSize).toBe(500);
@@ -73,7 +73,7 @@ describe('loadSettings defaults', () => {
     process.env.STORAGE_MAX_POLL_RECORDS = '7';
     try {
       // Act
-      const settings = loadSettings({});
+      const settings = loadConsumerSettings({});
 
       // Assess
       expect(settings.pipelines.reviews.batchSize).toBe(500);
@@ -103,7 +103,7 @@ describe('loadSettings reads every variable', () => {
     };
 
     // Act
-    const settings = loadSettings(env);
+    const settings = loadConsumerSettings(env);
 
     // Assess
     expect(settings.database).toEqual({
@@ -123,7 +123,7 @@ describe('loadSettings reads every variable', () => {
 
   it('overrides topic and consumer group per pipeline, leaving the others at their defaults', () => {
     // Act
-    const settings = loadSettings({
+    const settings = loadConsumerSettings({
       STORAGE_TOPIC_NETWORK_METRICS: 'staging.network-metrics',
       STORAGE_GROUP_NETWORK_METRICS: 'staging.storage-consumer.network-metrics',
       STORAGE_TOPIC_APP_STATS: 'test-run-17.app-stats',
@@ -139,7 +139,7 @@ describe('loadSettings reads every variable', () => {
 
   it('accepts the cache TTL 0 (no caching) and zero retries', () => {
     // Act
-    const settings = loadSettings({ STORAGE_APP_CACHE_TTL_S: '0', STORAGE_DB_RETRY_ATTEMPTS: '0' });
+    const settings = loadConsumerSettings({ STORAGE_APP_CACHE_TTL_S: '0', STORAGE_DB_RETRY_ATTEMPTS: '0' });
 
     // Assess
     expect(settings.applicationCacheTtlMs).toBe(0);
@@ -165,7 +165,7 @@ describe('batch size precedence', () => {
     },
   ])('$env gives $expected', ({ env, expected }) => {
     // Act
-    const settings = loadSettings(env);
+    const settings = loadConsumerSettings(env);
 
     // Assess
     expect({
@@ -226,7 +226,7 @@ describe('bad values stop start-up with a ConfigurationError naming the variable
 describe('STORAGE_PIPELINES', () => {
   it('selects pipelines, trimming blanks and dropping repeats, in the order given', () => {
     // Act
-    const settings = loadSettings({ STORAGE_PIPELINES: ' reviews , network-metrics,,reviews ' });
+    const settings = loadConsumerSettings({ STORAGE_PIPELINES: ' reviews , network-metrics,,reviews ' });
 
     // Assess
     expect(settings.selectedPipelines).toEqual(['reviews', 'network-metrics']);
@@ -234,7 +234,7 @@ describe('STORAGE_PIPELINES', () => {
 
   it('still knows every pipeline when only some are selected', () => {
     // Act
-    const settings = loadSettings({ STORAGE_PIPELINES: 'reviews' });
+    const settings = loadConsumerSettings({ STORAGE_PIPELINES: 'reviews' });
 
     // Assess
     expect(Object.keys(settings.pipelines)).toEqual(PIPELINE_NAMES);
@@ -261,7 +261,7 @@ describe('STORAGE_PIPELINES', () => {
 describe('the settings object', () => {
   it('is frozen all the way down', () => {
     // Prepare
-    const settings = loadSettings({ STORAGE_PIPELINES: 'reviews' });
+    const settings = loadConsumerSettings({ STORAGE_PIPELINES: 'reviews' });
 
     // Act
     const changes = [
