@@ -4,8 +4,9 @@ import { defineCommand, EXIT, jsonOption } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson, renderTable } from '../output.js';
 import type { PipelineRedrive, RedriveProgress } from '../redrive.js';
-import { redriveDeadLetters } from '../redrive.js';
+import { redriveDeadLetters, RedriveStoppedError } from '../redrive.js';
 import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 
 /** `dlq redrive`: the pending dead letters through the pipeline again. */
 export const dlqRedrive = defineCommand({
@@ -19,9 +20,11 @@ registered after its messages arrived (reason unknown_application). Running it a
 nothing. A payload that was truncated when it was stored cannot be re-driven: it is listed and
 left alone. Exit 0 when the re-drive ran (whatever failed again is reported), 1 on an error.
 On a terminal it shows its progress on stderr after every batch; it ends with a summary line
-(with --json: a "summary" object beside the per-pipeline figures). Every batch leaves an entry
-in the audit trail in its own transaction (storage-consumer audit).`,
-  options: { ...FILTER_OPTIONS, ...jsonOption('the report as JSON') },
+(with --json: a "summary" object beside the per-pipeline figures). Each letter that fails
+again is named (its id; --json: stillFailingIds). Every batch leaves an entry in the audit
+trail in its own transaction (storage-consumer audit): a batch whose entry cannot be written
+is rolled back and the re-drive stops (exit 1, the batches before it done), unless --no-audit.`,
+  options: { ...FILTER_OPTIONS, ...jsonOption('the report as JSON'), ...NO_AUDIT_OPTION },
   async run({ values }, io) {
     const filter = parseFilter(values);
     const started = performance.now();
@@ -39,10 +42,26 @@ in the audit trail in its own transaction (storage-consumer audit).`,
     let results: PipelineRedrive[];
     try {
       results = await withDatabase(logged, ({ pool, settings, logger }) =>
-        redriveDeadLetters(pool, settings, filter, logger, resolveActor(io.env), progress?.show),
+        redriveDeadLetters(pool, settings, filter, logger, resolveActor(io.env), auditPolicy(values), progress?.show),
       );
+    } catch (error) {
+      const done =
+        error instanceof RedriveStoppedError
+          ? `that batch of ${error.pipeline} was rolled back; ${error.done.redriven} letter(s) of ${error.pipeline} were re-driven ` +
+            `(and recorded) by the batches before it, earlier pipelines in full`
+          : undefined;
+      throw auditRefusal(error, 'dlq redrive', done);
     } finally {
       progress?.end();
+    }
+    for (const result of results) {
+      if (result.unrecordedBatches > 0) {
+        reportUnrecorded(
+          io,
+          'dlq redrive',
+          `${result.unrecordedBatches} batch(es) of ${result.pipeline}: ${result.unrecordedReason ?? ''}`,
+        );
+      }
     }
     const summary = summarize(results, Math.round(performance.now() - started));
     if (values.json === true) {
@@ -66,6 +85,9 @@ in the audit trail in its own transaction (storage-consumer audit).`,
     );
     for (const result of results) {
       for (const left of result.notRedrivable) io.stdout(`not re-driven: dead letter ${left.id} (${result.pipeline}): ${left.why}\n`);
+      if (result.stillFailingIds.length > 0) {
+        io.stdout(`still failing, left pending: dead letter(s) ${idRanges(result.stillFailingIds)} (${result.pipeline})\n`);
+      }
     }
     io.stdout(
       `re-driven ${summary.redriven} of ${summary.selected} selected dead letter(s) in ${(summary.durationMs / 1000).toFixed(1)} s; ` +
@@ -74,6 +96,24 @@ in the audit trail in its own transaction (storage-consumer audit).`,
     return EXIT.ok;
   },
 });
+
+/** Ids in id order as ranges: `4-6, 9, 11-12`. */
+function idRanges(ids: readonly string[]): string {
+  const numbers = ids.map((id) => BigInt(id)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const ranges: string[] = [];
+  let start = numbers[0];
+  let end = start;
+  for (const id of [...numbers.slice(1), undefined]) {
+    if (id !== undefined && end !== undefined && id === end + 1n) {
+      end = id;
+      continue;
+    }
+    if (start !== undefined) ranges.push(start === end ? `${start}` : `${start}-${end}`);
+    start = id;
+    end = id;
+  }
+  return ranges.join(', ');
+}
 
 /** The whole run in one object: every pipeline's figures added up, and how long it took. */
 function summarize(results: readonly PipelineRedrive[], durationMs: number) {

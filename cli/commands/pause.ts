@@ -1,15 +1,16 @@
 import { resolveActor } from '../../shared/operator-actions.js';
 import { changePipelinePause } from '../../shared/pause-store.js';
-import type { PauseChangeResult } from '../../shared/pause-store.js';
+import type { PauseChange, PauseChangeResult } from '../../shared/pause-store.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { CliIo, ParsedArgs } from '../command.js';
 import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson } from '../output.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 import { parsePipeline } from './pipeline-option.js';
 
 /** The pause or resume as JSON: the row now, and whether it was paused before. */
-function resultJson({ pause, previous }: PauseChangeResult) {
+function resultJson({ pause, previous, audit }: PauseChangeResult) {
   return {
     pipeline: pause.pipeline,
     paused: pause.paused,
@@ -17,6 +18,8 @@ function resultJson({ pause, previous }: PauseChangeResult) {
     by: pause.by,
     at: pause.at.toISOString(),
     reason: pause.reason,
+    auditId: audit.id ?? null,
+    ...(audit.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }),
   };
 }
 
@@ -25,7 +28,7 @@ const EFFECT = 'every host running it reads pipeline_pauses at least every 5 s (
 
 /** The options of both commands; `why` is what `--reason` is for. */
 function options(why: string) {
-  return { reason: { type: 'string', value: 'TEXT', help: why }, ...jsonOption('the result as JSON') } as const;
+  return { reason: { type: 'string', value: 'TEXT', help: why }, ...jsonOption('the result as JSON'), ...NO_AUDIT_OPTION } as const;
 }
 type ChangeOptions = ReturnType<typeof options>;
 
@@ -33,11 +36,21 @@ type ChangeOptions = ReturnType<typeof options>;
 const PIPELINE_ARGUMENT = [{ name: 'pipeline', help: PIPELINE_NAMES.join(', ') }];
 
 async function change({ values, positionals }: ParsedArgs<ChangeOptions>, io: CliIo, paused: boolean): Promise<number> {
+  const command = paused ? 'pause' : 'resume';
   const pipeline = parsePipeline(positionals[0] as string, 'the pipeline');
   if (pipeline === undefined) throw new UsageError('missing argument');
-  const result = await withDatabase(io, ({ pool, settings }) =>
-    changePipelinePause(pool, settings.database, { pipeline, paused, by: resolveActor(io.env), reason: values.reason, via: 'cli' }),
-  );
+  const change: PauseChange = {
+    pipeline,
+    paused,
+    by: resolveActor(io.env),
+    reason: values.reason,
+    via: 'cli',
+    audit: auditPolicy(values),
+  };
+  const result = await withDatabase(io, ({ pool, settings }) => changePipelinePause(pool, settings.database, change)).catch((error) => {
+    throw auditRefusal(error, command);
+  });
+  if (result.audit.unrecorded !== undefined) reportUnrecorded(io, command, result.audit.unrecorded);
   if (values.json === true) {
     io.stdout(renderJson(resultJson(result)));
     return EXIT.ok;
@@ -67,7 +80,9 @@ nothing while it stays in the consumer group (no rebalance). The pause holds acr
 restarts until 'storage-consumer resume <pipeline>'. Its lag grows meanwhile.
 
 The Lambda functions do not read the table: on AWS, disable the pipeline's event source mapping
-(docs/operations.md, "Pause, resume and status").`,
+(docs/operations.md, "Pause, resume and status").
+
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.`,
   arguments: PIPELINE_ARGUMENT,
   options: options("why (shown by 'status' and kept in the audit trail)"),
   run: (args, io) => change(args, io, true),
@@ -78,7 +93,9 @@ export const resume = defineCommand({
   name: 'resume',
   summary: 'resume a paused pipeline on every host',
   description: `Resumes <pipeline> on every host: writes pipeline_pauses and an audit entry in one transaction.
-Each host reads the table at least every 5 s and fetches again from the committed offsets.`,
+Each host reads the table at least every 5 s and fetches again from the committed offsets.
+
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.`,
   arguments: PIPELINE_ARGUMENT,
   options: options('why (kept in the audit trail)'),
   run: (args, io) => change(args, io, false),
