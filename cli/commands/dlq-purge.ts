@@ -4,26 +4,14 @@ import { isServerAnswer } from '../../shared/error-classification.js';
 import { AuditUnavailableError, recordInTransaction, resolveActor } from '../../shared/operator-actions.js';
 import type { AuditRecord } from '../../shared/operator-actions.js';
 import type { DatabaseSettings } from '../../shared/settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { PendingKept, PurgeGroup, PurgeSelection, PurgeSet } from '../dead-letter-store.js';
 import { pendingKeptByPurge, purgeableDeadLetters, purgeDeadLetters, REDRIVABLE_REASONS } from '../dead-letter-store.js';
 import { renderJson, renderTable } from '../output.js';
 import { parseDuration, parseInstant } from '../time.js';
-import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
-
-const OPTIONS = {
-  ...FILTER_OPTIONS,
-  ...JSON_OPTION,
-  'older-than': { type: 'string' },
-  before: { type: 'string' },
-  'include-pending': { type: 'boolean' },
-  expect: { type: 'string' },
-  yes: { type: 'boolean' },
-  ...NO_AUDIT_OPTION.options,
-} as const;
 
 /** The youngest a dead letter may be and still be purged: the alarm it raised may still be under investigation. */
 const MIN_PURGE_AGE = '1d';
@@ -33,13 +21,14 @@ const MIN_PURGE_AGE_MS = parseDuration(MIN_PURGE_AGE, MIN_PURGE_AGE);
 const EXPECT = /^(\d+):([0-9a-f]{12})$/;
 
 /** `dlq purge (--older-than <duration> | --before <instant>) [--include-pending] [--expect N:D] [--yes]`. */
-export const dlqPurge: Command = {
+export const dlqPurge = defineCommand({
   name: 'purge',
   summary: 'delete old re-driven dead letters (asks for --yes)',
-  help: `Usage: storage-consumer dlq purge (--older-than <duration> | --before <instant>) [--include-pending]
-                                [--pipeline P] [--reason R] [--since T] [--expect N:DIGEST] [--yes] [--no-audit] [--json]
-
-Deletes the dead letters stored before a cut-off (at least ${MIN_PURGE_AGE} ago) that were re-driven.
+  usage: [
+    '(--older-than <D> | --before <T>) [--include-pending] [--pipeline <P>] [--reason <R>] [--since <T>]\n' +
+      '                                [--expect <N:DIGEST>] [--yes] [--no-audit] [--json]',
+  ],
+  description: `Deletes the dead letters stored before a cut-off (at least ${MIN_PURGE_AGE} ago) that were re-driven.
 
 A pending letter (never re-driven) is kept unless --include-pending is given. Even then, a
 pending letter of a re-drivable reason (${REDRIVABLE_REASONS.join(', ')}) is kept unless --reason
@@ -51,22 +40,21 @@ that set: with --before (the cut-off fixed) and --expect (the set's size and dig
 and --expect it deletes exactly that set or, if the set changed since (letters re-driven or
 purged meanwhile), nothing (exit 1). Every --yes leaves an entry in the audit trail, in the
 deleting transaction (storage-consumer audit); when that entry cannot be written nothing is
-deleted (exit 1), unless --no-audit.
-
-  --older-than D      the age, at least ${MIN_PURGE_AGE} (e.g. 30d, 12h, 2w): the cut-off is now - D
-  --before T          the cut-off as an instant (ISO 8601, UTC unless it has an offset)
-  --include-pending   also letters never re-driven (their messages are gone for good), except
-                      re-drivable reasons not named by --reason
-  --expect N:DIGEST   with --yes: delete only if the set is still the one the preview showed
-  --yes               delete; without it the command only reports
-${FILTER_HELP}
-  --json              the result as JSON
-${NO_AUDIT_OPTION.help}
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqPurge, args, io, OPTIONS);
-    if (!parsed) return EXIT.ok;
-    const { values } = parsed;
+deleted (exit 1), unless --no-audit.`,
+  options: {
+    'older-than': { type: 'string', value: 'D', help: `the age, at least ${MIN_PURGE_AGE} (e.g. 30d, 12h, 2w): the cut-off is now - D` },
+    before: { type: 'string', value: 'T', help: 'the cut-off as an instant (ISO 8601, UTC unless it has an offset)' },
+    'include-pending': {
+      type: 'boolean',
+      help: 'also letters never re-driven (their messages are gone for good), except re-drivable reasons not named by --reason',
+    },
+    expect: { type: 'string', value: 'N:DIGEST', help: 'with --yes: delete only if the set is still the one the preview showed' },
+    yes: { type: 'boolean', help: 'delete; without it the command only reports' },
+    ...FILTER_OPTIONS,
+    ...jsonOption('the result as JSON'),
+    ...NO_AUDIT_OPTION,
+  },
+  async run({ values }, io) {
     const olderThan = values['older-than'];
     if ((olderThan === undefined) === (values.before === undefined)) {
       throw new UsageError('give exactly one of --older-than (e.g. --older-than 30d) and --before (an instant)');
@@ -168,7 +156,7 @@ ${NO_AUDIT_OPTION.help}
       );
     return EXIT.ok;
   },
-};
+});
 
 /** What the purge leaves alone, and how to take it if that is really meant. */
 function keptLines(kept: PendingKept, selection: PurgeSelection): string {

@@ -1,20 +1,18 @@
 import { resolveActor } from '../../shared/operator-actions.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson, renderTable } from '../output.js';
 import type { PipelineRedrive, RedriveProgress } from '../redrive.js';
 import { redriveDeadLetters, RedriveStoppedError } from '../redrive.js';
-import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 
 /** `dlq redrive`: the pending dead letters through the pipeline again. */
-export const dlqRedrive: Command = {
+export const dlqRedrive = defineCommand({
   name: 'redrive',
   summary: 're-run pending dead letters through their pipeline',
-  help: `Usage: storage-consumer dlq redrive [--pipeline P] [--reason R] [--since T] [--no-audit] [--json]
-
-Re-runs the selected dead letters that were not re-driven yet through the same pipeline code as
+  description: `Re-runs the selected dead letters that were not re-driven yet through the same pipeline code as
 Kafka's records (decode, resolve the app, upsert), one transaction per batch of the pipeline's
 batch size. The ones that now succeed are stored and marked re-driven in that transaction; the
 ones that fail again stay, with their reason and detail updated. Typical use: an app was
@@ -25,16 +23,10 @@ On a terminal it shows its progress on stderr after every batch; it ends with a 
 (with --json: a "summary" object beside the per-pipeline figures). Each letter that fails
 again is named (its id; --json: stillFailingIds). Every batch leaves an entry in the audit
 trail in its own transaction (storage-consumer audit): a batch whose entry cannot be written
-is rolled back and the re-drive stops (exit 1, the batches before it done), unless --no-audit.
-
-${FILTER_HELP}
-  --json          the report as JSON
-${NO_AUDIT_OPTION.help}
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqRedrive, args, io, { ...FILTER_OPTIONS, ...JSON_OPTION, ...NO_AUDIT_OPTION.options });
-    if (!parsed) return EXIT.ok;
-    const filter = parseFilter(parsed.values);
+is rolled back and the re-drive stops (exit 1, the batches before it done), unless --no-audit.`,
+  options: { ...FILTER_OPTIONS, ...jsonOption('the report as JSON'), ...NO_AUDIT_OPTION },
+  async run({ values }, io) {
+    const filter = parseFilter(values);
     const started = performance.now();
     const progress = io.interactive === true ? terminalProgress(io) : undefined;
     // A warning logged during the run starts on a line of its own, below the progress line.
@@ -50,7 +42,7 @@ ${NO_AUDIT_OPTION.help}
     let results: PipelineRedrive[];
     try {
       results = await withDatabase(logged, ({ pool, settings, logger }) =>
-        redriveDeadLetters(pool, settings, filter, logger, resolveActor(io.env), auditPolicy(parsed.values), progress?.show),
+        redriveDeadLetters(pool, settings, filter, logger, resolveActor(io.env), auditPolicy(values), progress?.show),
       );
     } catch (error) {
       const done =
@@ -72,7 +64,7 @@ ${NO_AUDIT_OPTION.help}
       }
     }
     const summary = summarize(results, Math.round(performance.now() - started));
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ summary, pipelines: results }));
       return EXIT.ok;
     }
@@ -103,7 +95,7 @@ ${NO_AUDIT_OPTION.help}
     );
     return EXIT.ok;
   },
-};
+});
 
 /** Ids in id order as ranges: `4-6, 9, 11-12`. */
 function idRanges(ids: readonly string[]): string {

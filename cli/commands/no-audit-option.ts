@@ -9,9 +9,12 @@ import { RefusedError } from '../command.js';
  * "The audit trail"); with it the command goes on and says, on stderr, that nothing recorded it.
  */
 export const NO_AUDIT_OPTION = {
-  options: { 'no-audit': { type: 'boolean' } },
-  help: `  --no-audit       go on even when the audit entry cannot be written: the change is then
-                   NOT recorded in the audit trail (the command says so on stderr)`,
+  'no-audit': {
+    type: 'boolean',
+    help:
+      'go on even when the audit entry cannot be written: the change is then NOT recorded in the audit trail ' +
+      '(the command says so on stderr)',
+  },
 } as const;
 
 /** The policy `--no-audit` asks for. */

@@ -1,10 +1,10 @@
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';
 import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
 import type { PipelineSettings } from '../../host/pipeline-settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../../host/lag.js';
 import { groupPosition } from '../../host/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
@@ -309,14 +309,15 @@ async function replayGroup(
 }
 
 /** `replay <pipeline> --to ... | --partition N --to-offset X`: moves one pipeline's consumer group. */
-export const replay: Command = {
+export const replay = defineCommand({
   name: 'replay',
   summary: "reset one pipeline's consumer group (or one partition) to earliest, latest, a timestamp or an offset",
-  help: `Usage: storage-consumer replay <pipeline> --to earliest|latest|<ISO timestamp>|<duration> [--partition N] [--allow-skip]
-                                [--create-group] [--stage S] [--dry-run] [--no-audit] [--json]
-       storage-consumer replay <pipeline> --partition N --to-offset X [--allow-skip] [--dry-run] [--no-audit] [--json]
-
-Moves the committed offsets of that pipeline's consumer group, and of no other group:
+  usage: [
+    '<pipeline> --to earliest|latest|<ISO timestamp>|<duration> [--partition <N>] [--allow-skip]\n' +
+      '                                [--create-group] [--stage <S>] [--dry-run] [--no-audit] [--json]',
+    '<pipeline> --partition <N> --to-offset <X> [--allow-skip] [--create-group] [--stage <S>] [--dry-run] [--no-audit] [--json]',
+  ],
+  description: `Moves the committed offsets of that pipeline's consumer group, and of no other group:
   earliest         the oldest message still on the topic: everything is consumed again
   latest           the end of the topic: what is there now is skipped (e.g. a legacy backlog
                    at the first deployment)
@@ -343,41 +344,29 @@ Refused (exit 1, nothing changed; --dry-run exits the same way, changing nothing
     again (docs/operations.md);
   * when it would move any partition forward past offsets the group has not committed
     (whatever of them is not stored would never be), unless --allow-skip is given; the refusal
-    names each partition and the number of offsets it would skip.
-
-  --to T           earliest, latest, an ISO timestamp or a duration ago (24h)
-  --partition N    only partition N (the others keep their offsets)
-  --to-offset X    with --partition: exactly offset X
-  --allow-skip     allow moving forward past offsets the group has not committed
-  --create-group   allow a group that does not exist yet (it is created)
-${STAGE_OPTION.help}
-  --dry-run        print what would change and whether it would be refused; change nothing
-  --json           the same as JSON
-${NO_AUDIT_OPTION.help}
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const options = {
-      ...JSON_OPTION,
-      ...STAGE_OPTION.options,
-      to: { type: 'string' },
-      'to-offset': { type: 'string' },
-      partition: { type: 'string' },
-      'allow-skip': { type: 'boolean' },
-      'create-group': { type: 'boolean' },
-      'dry-run': { type: 'boolean' },
-      ...NO_AUDIT_OPTION.options,
-    } as const;
-    const parsed = parseCommandArgs(replay, args, io, options, { min: 1, max: 1 });
-    if (!parsed) return EXIT.ok;
-    const name = parsePipeline(parsed.positionals[0], '<pipeline>');
+    names each partition and the number of offsets it would skip.`,
+  arguments: [{ name: 'pipeline', help: PIPELINE_NAMES.join(', ') }],
+  options: {
+    to: { type: 'string', value: 'T', help: 'earliest, latest, an ISO timestamp or a duration ago (24h)' },
+    partition: { type: 'string', value: 'N', help: 'only partition N (the others keep their offsets)' },
+    'to-offset': { type: 'string', value: 'X', help: 'with --partition: exactly offset X' },
+    'allow-skip': { type: 'boolean', help: 'allow moving forward past offsets the group has not committed' },
+    'create-group': { type: 'boolean', help: 'allow a group that does not exist yet (it is created)' },
+    ...STAGE_OPTION,
+    'dry-run': { type: 'boolean', help: 'print what would change and whether it would be refused; change nothing' },
+    ...jsonOption(),
+    ...NO_AUDIT_OPTION,
+  },
+  async run({ values, positionals }, io) {
+    const name = parsePipeline(positionals[0], '<pipeline>');
     if (name === undefined) throw new UsageError('<pipeline> is required');
-    const partition = parsePartition(parsed.values.partition);
-    const target = parseTarget(parsed.values.to, parsed.values['to-offset'], partition);
-    const allowSkip = parsed.values['allow-skip'] === true;
-    const createGroup = parsed.values['create-group'] === true;
-    const dryRun = parsed.values['dry-run'] === true;
-    const stagedIo = applyStage(io, parsed.values.stage);
-    const request: ReplayRequest = { target, partition, allowSkip, dryRun, createGroup, audit: auditPolicy(parsed.values) };
+    const partition = parsePartition(values.partition);
+    const target = parseTarget(values.to, values['to-offset'], partition);
+    const allowSkip = values['allow-skip'] === true;
+    const createGroup = values['create-group'] === true;
+    const dryRun = values['dry-run'] === true;
+    const stagedIo = applyStage(io, values.stage);
+    const request: ReplayRequest = { target, partition, allowSkip, dryRun, createGroup, audit: auditPolicy(values) };
     let result: Replay;
     try {
       // The database first: the audit entry is written before the offsets move.
@@ -405,7 +394,7 @@ ${NO_AUDIT_OPTION.help}
           `planned ones (a member joined the group during the reset: it has ${after?.members.length ?? '?'} member(s) now); ` +
           (audit?.id === undefined ? 'nothing recorded it' : `audit entry ${audit.id} records what each partition holds`)
         : undefined;
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(
         renderJson({
           pipeline: name,
@@ -444,7 +433,7 @@ ${NO_AUDIT_OPTION.help}
     if (refusal !== undefined) throw new RefusedError(refusal);
     return EXIT.ok;
   },
-};
+});
 
 /** Per partition: the committed offset before and after, the end, the lag after and what is skipped. */
 function renderSteps(steps: readonly ReplayStep[]): string {

@@ -501,7 +501,7 @@ describe('the storage-consumer bin', () => {
     expect(missing.stderr).toContain('no dead letter with id 999999');
     expect(usage.code).toBe(2);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'");
   });
 
   it('runs the host through `run`: a missing setting stops it with exit 1', async () => {
