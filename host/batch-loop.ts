@@ -8,6 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
+import { deadlineIn } from './clock.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { EventSourceOptions } from '../shared/kafka-event-builder.js';
 import type { PipelineSettings } from './pipeline-settings.js';
@@ -156,7 +157,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       port.heartbeat().catch(() => undefined);
     }, heartbeatIntervalMs);
     try {
-      return await invoker.invoke(hostEvent.event, performance.now() + settings.maxPollIntervalMs);
+      return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
     } finally {
       clearInterval(timer);
     }

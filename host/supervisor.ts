@@ -417,7 +417,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     },
     async control(name, paused, by, reason) {
       if (pauseControl === undefined) throw new Error(`the host is ${state}`);
-      return pauseControl.change({ pipeline: name, paused, by, reason, via: 'http', details: { host: hostId } });
+      // Over HTTP the audit entry is never waived: no entry, no change (the API answers 503).
+      return pauseControl.change({ pipeline: name, paused, by, reason, via: 'http', details: { host: hostId }, audit: 'required' });
     },
   };
 

@@ -19,7 +19,15 @@ function outcomeText(entry: OperatorActionEntry): string {
         .join(', '),
     );
   if (partitions && partitions.length > 0)
-    parts.push(partitions.map((p) => `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}`).join(' '));
+    parts.push(
+      partitions
+        .map((p) => {
+          const observed = p as typeof p & { readonly planned?: string; readonly applied?: boolean };
+          const missed = observed.applied === false ? ` (planned ${observed.planned ?? '?'}, NOT applied)` : '';
+          return `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}${missed}`;
+        })
+        .join(' '),
+    );
   if (skipped && skipped.length > 0)
     parts.push(`skipped ${skipped.map((range) => `p${range.partition} [${range.from}, ${range.to})`).join(' ')}`);
   for (const [key, value] of Object.entries(entry.outcome)) {
@@ -35,9 +43,12 @@ export const audit: Command = {
   help: `Usage: storage-consumer audit [--since T] [--limit N] [--json]
 
 Lists the entries of the audit trail (table operator_actions), oldest first: when, who (the
-OS user@host, or STORAGE_ACTOR), the command, its arguments and its outcome (counts; committed
-offsets before and after per partition; offset ranges skipped). Every state-changing command
-writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
+OS user@host, or STORAGE_ACTOR), the command, its state, its arguments and its outcome (counts;
+committed offsets before and after per partition; offset ranges skipped). Every state-changing
+command writes one before its change takes effect: dlq purge --yes, dlq redrive (one per
+batch), pause and resume in the change's own transaction ("completed"); replay first as
+"started" with its plan, completed after the reset ("completed", or "failed" naming what did
+not happen). An entry still "started" is a replay whose end was never recorded.
 
   --since T   only entries since T: an ISO timestamp or a duration ago such as 24h, 7d
   --limit N   the newest N entries (default ${DEFAULT_LIMIT})
@@ -54,7 +65,15 @@ writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
       listOperatorActions(pool, { ...(since ? { since } : {}), limit: Number(limitText) }),
     );
     if (parsed.values.json === true) {
-      io.stdout(renderJson({ entries: entries.map((entry) => ({ ...entry, time: entry.time.toISOString() })) }));
+      io.stdout(
+        renderJson({
+          entries: entries.map((entry) => ({
+            ...entry,
+            time: entry.time.toISOString(),
+            completedAt: entry.completedAt?.toISOString() ?? null,
+          })),
+        }),
+      );
       return EXIT.ok;
     }
     io.stdout(
@@ -64,6 +83,7 @@ writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
           { header: 'TIME', value: (entry) => entry.time.toISOString() },
           { header: 'ACTOR', value: (entry) => entry.actor },
           { header: 'COMMAND', value: (entry) => entry.command },
+          { header: 'STATE', value: (entry) => entry.state },
           { header: 'ARGUMENTS', value: (entry) => JSON.stringify(entry.arguments) },
           { header: 'OUTCOME', value: (entry) => outcomeText(entry) },
         ],

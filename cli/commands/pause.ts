@@ -1,14 +1,15 @@
 import { resolveActor } from '../../shared/operator-actions.js';
 import { changePipelinePause } from '../../shared/pause-store.js';
-import type { PauseChangeResult } from '../../shared/pause-store.js';
+import type { PauseChange, PauseChangeResult } from '../../shared/pause-store.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson } from '../output.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 import { parsePipeline } from './pipeline-option.js';
 
 /** The pause or resume as JSON: the row now, and whether it was paused before. */
-function resultJson({ pause, previous }: PauseChangeResult) {
+function resultJson({ pause, previous, audit }: PauseChangeResult) {
   return {
     pipeline: pause.pipeline,
     paused: pause.paused,
@@ -16,6 +17,8 @@ function resultJson({ pause, previous }: PauseChangeResult) {
     by: pause.by,
     at: pause.at.toISOString(),
     reason: pause.reason,
+    auditId: audit.id ?? null,
+    ...(audit.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }),
   };
 }
 
@@ -23,13 +26,23 @@ function resultJson({ pause, previous }: PauseChangeResult) {
 const EFFECT = 'every host running it reads pipeline_pauses at least every 5 s (STORAGE_PAUSE_POLL_INTERVAL_MS)';
 
 async function change(command: Command, args: readonly string[], io: CliIo, paused: boolean): Promise<number> {
-  const parsed = parseCommandArgs(command, args, io, { ...JSON_OPTION, reason: { type: 'string' } }, { min: 1, max: 1 });
+  const options = { ...JSON_OPTION, ...NO_AUDIT_OPTION.options, reason: { type: 'string' } } as const;
+  const parsed = parseCommandArgs(command, args, io, options, { min: 1, max: 1 });
   if (!parsed) return EXIT.ok;
   const pipeline = parsePipeline(parsed.positionals[0] as string, 'the pipeline');
   if (pipeline === undefined) throw new UsageError('missing argument');
-  const result = await withDatabase(io, ({ pool, settings }) =>
-    changePipelinePause(pool, settings.database, { pipeline, paused, by: resolveActor(io.env), reason: parsed.values.reason, via: 'cli' }),
-  );
+  const change: PauseChange = {
+    pipeline,
+    paused,
+    by: resolveActor(io.env),
+    reason: parsed.values.reason,
+    via: 'cli',
+    audit: auditPolicy(parsed.values),
+  };
+  const result = await withDatabase(io, ({ pool, settings }) => changePipelinePause(pool, settings.database, change)).catch((error) => {
+    throw auditRefusal(error, command.name);
+  });
+  if (result.audit.unrecorded !== undefined) reportUnrecorded(io, command.name, result.audit.unrecorded);
   if (parsed.values.json === true) {
     io.stdout(renderJson(resultJson(result)));
     return EXIT.ok;
@@ -52,7 +65,7 @@ async function change(command: Command, args: readonly string[], io: CliIo, paus
 export const pause: Command = {
   name: 'pause',
   summary: 'pause a pipeline on every host (works with no host reachable)',
-  help: `Usage: storage-consumer pause <pipeline> [--reason TEXT] [--json]
+  help: `Usage: storage-consumer pause <pipeline> [--reason TEXT] [--no-audit] [--json]
 
 Pauses <pipeline> (app-stats, reviews or network-metrics) on every host: writes pipeline_pauses
 and an audit entry (operator_actions) in one transaction. No host needs to be reachable: each
@@ -65,6 +78,9 @@ The Lambda functions do not read the table: on AWS, disable the pipeline's event
 
   --reason TEXT  why (shown by 'status' and kept in the audit trail)
   --json         the result as JSON
+${NO_AUDIT_OPTION.help}
+
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.
 `,
   run: (args, io) => change(pause, args, io, true),
 };
@@ -73,13 +89,16 @@ The Lambda functions do not read the table: on AWS, disable the pipeline's event
 export const resume: Command = {
   name: 'resume',
   summary: 'resume a paused pipeline on every host',
-  help: `Usage: storage-consumer resume <pipeline> [--reason TEXT] [--json]
+  help: `Usage: storage-consumer resume <pipeline> [--reason TEXT] [--no-audit] [--json]
 
 Resumes <pipeline> on every host: writes pipeline_pauses and an audit entry in one transaction.
 Each host reads the table at least every 5 s and fetches again from the committed offsets.
 
   --reason TEXT  why (kept in the audit trail)
   --json         the result as JSON
+${NO_AUDIT_OPTION.help}
+
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.
 `,
   run: (args, io) => change(resume, args, io, false),
 };

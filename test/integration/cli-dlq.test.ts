@@ -29,7 +29,7 @@ async function deadLetters(): Promise<
   Array<{ id: string; reason: string; detail: string; redriven_at: Date | null; kafka_offset: string }>
 > {
   const result = await schema.pool.query(
-    'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY id',
+    'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY dead_letter_events.id',
   );
   return result.rows;
 }
