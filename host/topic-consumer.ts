@@ -1,28 +1,18 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Consumer, EachBatchPayload, Kafka } from 'kafkajs';
-import { backoffDelayMs } from '../shared/backoff.js';
+import type { Consumer, Kafka } from 'kafkajs';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 import type { PipelineSettings } from './pipeline-settings.js';
-import type { HostEvent } from './batch.js';
-import { cutBatch } from './batch.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { UnreadableBatchError } from './kafkajs/codecs.js';
 import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from './kafkajs/fetch-probe.js';
-import type { InvocationResult, Invoker } from './invoker.js';
+import type { Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
-import type { PartitionOffset } from './offsets.js';
-import { decideOffsets } from './offsets.js';
 import { batchFields } from './progress.js';
+import type { BatchPlace } from './batch-loop.js';
+import { createBatchLoop } from './batch-loop.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from './settings.js';
-import { deadlineIn } from './clock.js';
-
-/** Redelivery back-off never grows beyond this. */
-const MAX_REDELIVERY_DELAY_MS = 60_000;
-
-/** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
-export const MAX_COMMIT_FAILURES = 5;
 
 /** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
 const MAX_BYTES_PER_PARTITION = 1_048_576;
@@ -30,14 +20,6 @@ const MAX_BYTES = 4 * MAX_BYTES_PER_PARTITION;
 
 /** Time a member has to rejoin beyond the worst batch, for the commit and a poll. */
 export const REBALANCE_MARGIN_MS = 10_000;
-
-/** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
-const WAIT_SLICE_MS = 200;
-
-/** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
-export function redeliveryDelayMs(attempt: number, baseMs: number): number {
-  return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS);
-}
 
 /**
  * The codec of a batch the consumer could not decompress, from the crash error or its causes:
@@ -72,14 +54,6 @@ export interface PipelineConsumer {
   setPaused(pause: PipelinePause | undefined): void;
 }
 
-/** Where an invocation's batch sits, for log lines and the progress record. */
-interface BatchPlace {
-  readonly topic: string;
-  readonly partition: number;
-  readonly firstOffset: string;
-  readonly lastOffset: string;
-}
-
 /** The command that steps over an unreadable batch (docs/operations.md), for its log line. */
 export function skipCommand(pipeline: string, partition: number, lastOffset: string): string {
   return `storage-consumer replay ${pipeline} --partition ${partition} --to-offset ${(BigInt(lastOffset) + 1n).toString()} --allow-skip`;
@@ -112,8 +86,6 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   const heartbeatIntervalMs = Math.min(3_000, Math.floor(settings.sessionTimeoutMs / 3));
   const source = { eventSource: 'SelfManagedKafka' as const, bootstrapServers: settings.kafka.brokers.join(',') };
   const concurrency = settings.invoke.mode === 'lambda' ? 3 : settings.storage.database.poolMax;
-  const failuresInRow = new Map<number, number>();
-  let commitFailuresInRow = 0;
   let failure: PipelineFailedError | undefined;
   let stopping = false;
   /** The pause this process obeys (from `pipeline_pauses`); `undefined` = running. */
@@ -221,148 +193,19 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     );
   });
 
-  /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
-  const heartbeatGroup = async (payload: EachBatchPayload): Promise<boolean> => {
-    try {
-      await payload.heartbeat();
-      return true;
-    } catch (error) {
-      logger.info('group heartbeat failed (rebalance?); leaving the rest of the batch to its next owner', {
-        pipeline: pipeline.name,
-        error: String(error),
-      });
-      return false;
-    }
-  };
-
-  /** Invokes with the group heartbeated meanwhile: kafkajs has no background heartbeat. */
-  const invoke = async (hostEvent: HostEvent, payload: EachBatchPayload): Promise<InvocationResult> => {
-    const timer = setInterval(() => {
-      payload.heartbeat().catch(() => undefined);
-    }, heartbeatIntervalMs);
-    try {
-      return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
-    } finally {
-      clearInterval(timer);
-    }
-  };
-
-  const commit = async (payload: EachBatchPayload, offsets: readonly PartitionOffset[], place: BatchPlace) => {
-    for (const { offset } of offsets) payload.resolveOffset((BigInt(offset) - 1n).toString());
-    try {
-      await payload.commitOffsetsIfNecessary({
-        topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
-      });
-      commitFailuresInRow = 0;
-      for (const { partition, offset } of offsets) progress.committed(partition, offset);
-    } catch (error) {
-      commitFailuresInRow += 1;
-      metrics?.commitFailed();
-      logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
-        pipeline: pipeline.name,
-        ...batchFields(place),
-        offsets,
-        failuresInRow: commitFailuresInRow,
-        error: String(error),
-      });
-      if (commitFailuresInRow >= MAX_COMMIT_FAILURES) fail(`${commitFailuresInRow} offset commits in a row failed`, error, place);
-    }
-  };
-
-  /** Waits before a redelivery, heartbeating; cut short by a stop, a failure or a rebalance. */
-  const backOff = async (payload: EachBatchPayload, delayMs: number) => {
-    const until = performance.now() + delayMs;
-    while (performance.now() < until && payload.isRunning() && failure === undefined && !held()) {
-      await sleep(Math.min(WAIT_SLICE_MS, until - performance.now()));
-      if (!(await heartbeatGroup(payload))) return;
-    }
-  };
-
-  const eachBatch = async (payload: EachBatchPayload): Promise<void> => {
-    const { batch } = payload;
-    const events = cutBatch(
-      { topic: batch.topic, partition: batch.partition, messages: batch.messages, lastOffset: batch.lastOffset() },
-      { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source },
-    );
-    for (const hostEvent of events) {
-      // After a stop request or a seek the rest of the batch is not ours to invoke. After a
-      // pause it waits: its offsets are not resolved, so the first fetch after the resume
-      // starts with it.
-      if (failure || held() || !payload.isRunning() || payload.isStale()) return;
-      const [first] = hostEvent.partitions;
-      const place: BatchPlace = {
-        topic: batch.topic,
-        partition: batch.partition,
-        firstOffset: first?.offsets[0] ?? batch.firstOffset() ?? '',
-        lastOffset: first?.offsets.at(-1) ?? batch.lastOffset(),
-      };
-      const inFlight = progress.attemptStarted({ ...place, highWatermark: batch.highWatermark });
-      if (hostEvent.oversized) {
-        logger.warn('one record exceeds STORAGE_MAX_EVENT_BYTES on its own; it is sent alone', {
-          pipeline: pipeline.name,
-          partition: first?.key,
-          offset: first?.offsets[0],
-          eventBytes: hostEvent.bytes,
-        });
-      }
-      const began = performance.now();
-      const result = await invoke(hostEvent, payload);
-      const seconds = (performance.now() - began) / 1000;
-      if (result.kind === 'error' && result.fatal) {
-        metrics?.batchDone('failed', seconds);
-        const error = result.error;
-        fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error, place);
-        return;
-      }
-      const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
-      metrics?.batchDone(decision.outcome === 'success' ? 'stored' : 'failed', seconds);
-      if (decision.reportedWithoutSwitch > 0) {
-        logger.error('failure report honoured although STORAGE_REPORT_BATCH_ITEM_FAILURES is off', {
-          pipeline: pipeline.name,
-          reportedFailures: decision.reportedWithoutSwitch,
-          why:
-            'on AWS a mapping without ReportBatchItemFailures counts this report as success and loses the batch: switch it on ' +
-            'wherever the function reports failures',
-          partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
-        });
-      }
-      // After a rebalance the partition belongs to someone else: drop the batch, commit nothing.
-      if (payload.isStale()) {
-        progress.dropped(batch.partition);
-        return;
-      }
-      if (decision.commit.length > 0) await commit(payload, decision.commit, place);
-      if (decision.redeliver.length === 0) {
-        failuresInRow.delete(batch.partition);
-        progress.stored(batch.partition);
-        if (!(await heartbeatGroup(payload))) return;
-        continue;
-      }
-      const attempt = (failuresInRow.get(batch.partition) ?? 0) + 1;
-      failuresInRow.set(batch.partition, attempt);
-      const delayMs = redeliveryDelayMs(attempt, settings.invoke.retryBaseMs);
-      const why = result.kind === 'error' ? result.error : (decision.reason ?? decision.outcome);
-      progress.notStored(batch.partition, why);
-      logger[decision.outcome === 'failed' ? 'error' : 'warn']('batch not stored; redelivering it after a back-off', {
-        pipeline: pipeline.name,
-        ...batchFields(place),
-        outcome: decision.outcome,
-        reason: decision.reason,
-        error: result.kind === 'error' ? String(result.error) : undefined,
-        committed: decision.commit,
-        redeliverFrom: decision.redeliver,
-        attempt,
-        batchAttempt: inFlight.attempt,
-        batchAgeMs: Math.round(performance.now() - inFlight.startedAt),
-        delayMs,
-      });
-      await backOff(payload, delayMs);
-      // From here the batch needs a fetch to come back: it no longer excuses a missing one.
-      progress.awaitingRedelivery(batch.partition);
-      for (const { topic, partition, offset } of decision.redeliver) consumer.seek({ topic, partition, offset });
-      return;
-    }
-  };
+  const loop = createBatchLoop({
+    pipeline,
+    settings,
+    invoker,
+    logger,
+    metrics,
+    progress,
+    source,
+    heartbeatIntervalMs,
+    halted: () => failure !== undefined || held(),
+    fail,
+    seek: (topic, partition, offset) => consumer.seek({ topic, partition, offset }),
+  });
 
   return {
     fail: (message, cause) => fail(message, cause),
@@ -389,7 +232,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         partitionsConsumedConcurrently: concurrency,
         eachBatch: async (payload) => {
           try {
-            await eachBatch(payload);
+            await loop.eachBatch(payload);
           } catch (error) {
             // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
             fail(`unexpected error in the host: ${String(error)}`, error);

@@ -95,12 +95,16 @@ export const STORAGE_DB_PREPARED_STATEMENTS = setting({
 export const STORAGE_DB_POOL_MAX = setting({
   name: 'STORAGE_DB_POOL_MAX',
   schema: integerVariable(1, 100, 'connections'),
-  fallback: 2,
+  // On the host one connection per partition in flight: the topics have 3 partitions, and a
+  // partition waiting for a connection is a partition not written (Lambda sets 1: serverless.yml).
+  fallback: 3,
   unit: 'connections',
   runtimes: everywhere,
   tier: 'advanced',
   area: 'database',
-  description: 'connections per pipeline pool (one pool per pipeline; 1 to 100)',
+  description:
+    'connections per pipeline pool (one pool per pipeline; 1 to 100); on the host also how many partitions of a pipeline write at once: ' +
+    "the default follows the topics' 3 partitions",
 });
 
 export const STORAGE_MIGRATION_LOCK_TIMEOUT_MS = setting({

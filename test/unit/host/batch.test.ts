@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { cutBatch, recordJsonBytes, toSourceRecord } from '../../../host/batch.js';
-import { redeliveryDelayMs } from '../../../host/topic-consumer.js';
+import { redeliveryDelayMs } from '../../../host/batch-loop.js';
 import { buildKafkaEvent, eventSizeBytes } from '../../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../../shared/kafka-event.js';
 

@@ -46,7 +46,7 @@ describe('loadSettings defaults', () => {
       connectionString: undefined,
       connectTimeoutMs: 5_000,
       statementTimeoutMs: 30_000,
-      poolMax: 2,
+      poolMax: 3,
       ssl: undefined,
       preparedStatements: false,
       migrationLockTimeoutMs: 600_000,
@@ -283,7 +283,7 @@ describe('the settings object', () => {
     for (const change of changes) expect(change).toThrow(TypeError);
     expect(settings.failureResponse).toBe('throw');
     expect(settings.pipelines.reviews.batchSize).toBe(500);
-    expect(settings.database.poolMax).toBe(2);
+    expect(settings.database.poolMax).toBe(3);
     expect(settings.selectedPipelines).toEqual(['reviews']);
   });
 });

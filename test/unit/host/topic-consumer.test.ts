@@ -2,7 +2,8 @@ import type { Consumer, ConsumerRunConfig, EachBatchPayload, Kafka, KafkaMessage
 import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
-import { createPipelineConsumer, MAX_COMMIT_FAILURES } from '../../../host/topic-consumer.js';
+import { MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
+import { createPipelineConsumer } from '../../../host/topic-consumer.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import type { PipelineConsumer } from '../../../host/topic-consumer.js';
 import { loadHostSettings } from '../../../host/settings.js';

@@ -1,0 +1,306 @@
+/**
+ * The host's per-partition batch loop (docs/design.md section 3, "The host on kafkajs"): one polled
+ * batch of one partition is cut into events, and each event goes through one step: invoke,
+ * decide its offsets, commit or redeliver. It knows kafkajs only through {@link BatchPort}, the
+ * part of kafkajs' `eachBatch` payload it uses, so a unit test drives it with plain objects and a
+ * change of Kafka client changes only the adapter that builds the port (host/topic-consumer.ts).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KafkaMessage } from 'kafkajs';
+import { backoffDelayMs } from '../shared/backoff.js';
+import { deadlineIn } from './clock.js';
+import type { CoreLogger } from '../shared/logger.js';
+import type { EventSourceOptions } from '../shared/kafka-event-builder.js';
+import type { PipelineSettings } from './pipeline-settings.js';
+import type { HostEvent } from './batch.js';
+import { cutBatch } from './batch.js';
+import type { InvocationResult, Invoker } from './invoker.js';
+import type { PipelineMetrics } from './metrics.js';
+import type { PartitionOffset } from './offsets.js';
+import { decideOffsets } from './offsets.js';
+import { batchFields } from './progress.js';
+import type { PipelineProgress } from './progress.js';
+import type { HostSettings } from './settings.js';
+
+/** Redelivery back-off never grows beyond this. */
+const MAX_REDELIVERY_DELAY_MS = 60_000;
+
+/** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
+export const MAX_COMMIT_FAILURES = 5;
+
+/** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
+const WAIT_SLICE_MS = 200;
+
+/** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
+export function redeliveryDelayMs(attempt: number, baseMs: number): number {
+  return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS);
+}
+
+/** Offsets to commit, in kafkajs' `commitOffsetsIfNecessary` shape. */
+export interface CommitRequest {
+  topics: Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>;
+}
+
+/** One polled batch of one partition, as kafkajs' `Batch` hands it over. */
+export interface PolledBatchView {
+  readonly topic: string;
+  readonly partition: number;
+  /** The partition's end offset when the batch was fetched: more records exist when it lies past the batch. */
+  readonly highWatermark: string;
+  readonly messages: readonly KafkaMessage[];
+  firstOffset(): string | null;
+  /** The fetch's last offset (past trailing control records, if any). */
+  lastOffset(): string;
+}
+
+/**
+ * What the loop needs of the Kafka client for one batch: the subset of kafkajs' `EachBatchPayload`
+ * it calls (a kafkajs payload is one), so tests pass a plain object instead of a fake consumer.
+ */
+export interface BatchPort {
+  readonly batch: PolledBatchView;
+  /** False once the consumer is stopping: the rest of the batch is not ours to invoke. */
+  isRunning(): boolean;
+  /** True once the partition was sought or reassigned: the batch is someone else's now. */
+  isStale(): boolean;
+  /** Heartbeats the group; throws on a rebalance. */
+  heartbeat(): Promise<void>;
+  /** Marks records consumed up to `offset` (inclusive): the next fetch of the partition starts after it. */
+  resolveOffset(offset: string): void;
+  commitOffsetsIfNecessary(offsets: CommitRequest): Promise<void>;
+}
+
+/** Where an invocation's batch sits, for log lines and the progress record. */
+export interface BatchPlace {
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: string;
+  readonly lastOffset: string;
+}
+
+/** What the loop is built from: the pipeline's parts and the consumer's controls. */
+export interface BatchLoopOptions {
+  readonly pipeline: PipelineSettings;
+  readonly settings: HostSettings;
+  readonly invoker: Invoker;
+  readonly logger: CoreLogger;
+  readonly metrics?: PipelineMetrics;
+  readonly progress: PipelineProgress;
+  readonly source?: EventSourceOptions;
+  /** How often the group is heartbeated during an invocation (kafkajs has no background heartbeat). */
+  readonly heartbeatIntervalMs: number;
+  /** True when the pipeline must not invoke anything now: failed, paused or its pause state unread. */
+  readonly halted: () => boolean;
+  /** Fails the pipeline (once). */
+  readonly fail: (message: string, cause: unknown, place: BatchPlace) => void;
+  /** Moves the partition's fetch position back to `offset`, for a redelivery. */
+  readonly seek: (topic: string, partition: number, offset: string) => void;
+}
+
+/**
+ * The loop's whole state, explicit: per partition the consecutive redeliveries (the back-off's
+ * exponent), and the consecutive failed commits (after {@link MAX_COMMIT_FAILURES} the pipeline fails).
+ */
+export interface BatchLoopState {
+  readonly redeliveriesInRow: Map<number, number>;
+  commitFailuresInRow: number;
+}
+
+/** What one step did: go on with the next event of the batch, or leave the batch. */
+export type StepOutcome = 'next' | 'leave';
+
+/** The loop of one pipeline: `eachBatch` for each polled batch, `step` for one event of it. */
+export interface BatchLoop {
+  readonly state: BatchLoopState;
+  /** Cuts the batch into events and steps through them while the pipeline may invoke. */
+  eachBatch(port: BatchPort): Promise<void>;
+  /** One event: invoke (heartbeating), decide its offsets, then commit, or back off and seek. */
+  step(hostEvent: HostEvent, port: BatchPort): Promise<StepOutcome>;
+}
+
+/**
+ * The events of a batch to invoke now. A last event smaller than the batch size is left for the
+ * next fetch when the partition holds more records than this fetch brought (its offsets stay
+ * unresolved, so the next fetch starts with it): the event source mapping sends full batches when
+ * that many records are available. A batch whose only event is short is sent as it is, so that
+ * the partition always moves on.
+ */
+function eventsToInvoke(events: readonly HostEvent[], batch: PolledBatchView, batchSize: number): readonly HostEvent[] {
+  const last = events.at(-1);
+  if (last === undefined || events.length < 2 || last.records >= batchSize || last.oversized) return events;
+  const moreAvailable = BigInt(batch.highWatermark) > BigInt(batch.lastOffset()) + 1n;
+  return moreAvailable ? events.slice(0, -1) : events;
+}
+
+/** Creates the batch loop of one pipeline. */
+export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
+  const { pipeline, settings, invoker, logger, metrics, progress, heartbeatIntervalMs } = options;
+  const state: BatchLoopState = { redeliveriesInRow: new Map(), commitFailuresInRow: 0 };
+
+  /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
+  const heartbeatGroup = async (port: BatchPort): Promise<boolean> => {
+    try {
+      await port.heartbeat();
+      return true;
+    } catch (error) {
+      logger.info('group heartbeat failed (rebalance?); leaving the rest of the batch to its next owner', {
+        pipeline: pipeline.name,
+        error: String(error),
+      });
+      return false;
+    }
+  };
+
+  /** Invokes with the group heartbeated meanwhile: kafkajs has no background heartbeat. */
+  const invoke = async (hostEvent: HostEvent, port: BatchPort): Promise<InvocationResult> => {
+    const timer = setInterval(() => {
+      port.heartbeat().catch(() => undefined);
+    }, heartbeatIntervalMs);
+    try {
+      return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
+    } finally {
+      clearInterval(timer);
+    }
+  };
+
+  const commit = async (port: BatchPort, offsets: readonly PartitionOffset[], place: BatchPlace) => {
+    for (const { offset } of offsets) port.resolveOffset((BigInt(offset) - 1n).toString());
+    try {
+      await port.commitOffsetsIfNecessary({
+        topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
+      });
+      state.commitFailuresInRow = 0;
+      for (const { partition, offset } of offsets) progress.committed(partition, offset);
+    } catch (error) {
+      state.commitFailuresInRow += 1;
+      metrics?.commitFailed();
+      logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
+        pipeline: pipeline.name,
+        ...batchFields(place),
+        offsets,
+        failuresInRow: state.commitFailuresInRow,
+        error: String(error),
+      });
+      if (state.commitFailuresInRow >= MAX_COMMIT_FAILURES)
+        options.fail(`${state.commitFailuresInRow} offset commits in a row failed`, error, place);
+    }
+  };
+
+  /** Waits before a redelivery, heartbeating; cut short by a stop, a failure, a pause or a rebalance. */
+  const backOff = async (port: BatchPort, delayMs: number) => {
+    const until = performance.now() + delayMs;
+    while (performance.now() < until && port.isRunning() && !options.halted()) {
+      await sleep(Math.min(WAIT_SLICE_MS, until - performance.now()));
+      if (!(await heartbeatGroup(port))) return;
+    }
+  };
+
+  const placeOf = (hostEvent: HostEvent, batch: PolledBatchView): BatchPlace => {
+    const [first] = hostEvent.partitions;
+    return {
+      topic: batch.topic,
+      partition: batch.partition,
+      firstOffset: first?.offsets[0] ?? batch.firstOffset() ?? '',
+      lastOffset: first?.offsets.at(-1) ?? batch.lastOffset(),
+    };
+  };
+
+  /** The redelivery path of a step: count, log, back off (heartbeating), seek. */
+  const redeliver = async (
+    port: BatchPort,
+    place: BatchPlace,
+    result: InvocationResult,
+    decision: ReturnType<typeof decideOffsets>,
+    inFlight: { attempt: number; startedAt: number },
+  ) => {
+    const { partition } = port.batch;
+    const attempt = (state.redeliveriesInRow.get(partition) ?? 0) + 1;
+    state.redeliveriesInRow.set(partition, attempt);
+    const delayMs = redeliveryDelayMs(attempt, settings.invoke.retryBaseMs);
+    const why = result.kind === 'error' ? result.error : (decision.reason ?? decision.outcome);
+    progress.notStored(partition, why);
+    logger[decision.outcome === 'failed' ? 'error' : 'warn']('batch not stored; redelivering it after a back-off', {
+      pipeline: pipeline.name,
+      ...batchFields(place),
+      outcome: decision.outcome,
+      reason: decision.reason,
+      error: result.kind === 'error' ? String(result.error) : undefined,
+      committed: decision.commit,
+      redeliverFrom: decision.redeliver,
+      attempt,
+      batchAttempt: inFlight.attempt,
+      batchAgeMs: Math.round(performance.now() - inFlight.startedAt),
+      delayMs,
+    });
+    await backOff(port, delayMs);
+    // From here the batch needs a fetch to come back: it no longer excuses a missing one.
+    progress.awaitingRedelivery(partition);
+    for (const { topic, partition: sought, offset } of decision.redeliver) options.seek(topic, sought, offset);
+  };
+
+  const step = async (hostEvent: HostEvent, port: BatchPort): Promise<StepOutcome> => {
+    const { batch } = port;
+    const place = placeOf(hostEvent, batch);
+    const inFlight = progress.attemptStarted({ ...place, highWatermark: batch.highWatermark });
+    if (hostEvent.oversized) {
+      const [first] = hostEvent.partitions;
+      logger.warn('one record exceeds STORAGE_MAX_EVENT_BYTES on its own; it is sent alone', {
+        pipeline: pipeline.name,
+        partition: first?.key,
+        offset: first?.offsets[0],
+        eventBytes: hostEvent.bytes,
+      });
+    }
+    const began = performance.now();
+    const result = await invoke(hostEvent, port);
+    const seconds = (performance.now() - began) / 1000;
+    if (result.kind === 'error' && result.fatal) {
+      metrics?.batchDone('failed', seconds);
+      const error = result.error;
+      options.fail(`fatal handler error: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, error, place);
+      return 'leave';
+    }
+    const decision = decideOffsets(hostEvent.partitions, result, settings.reportBatchItemFailures);
+    metrics?.batchDone(decision.outcome === 'success' ? 'stored' : 'failed', seconds);
+    if (decision.reportedWithoutSwitch > 0) {
+      logger.error('failure report honoured although STORAGE_REPORT_BATCH_ITEM_FAILURES is off', {
+        pipeline: pipeline.name,
+        reportedFailures: decision.reportedWithoutSwitch,
+        why:
+          'on AWS a mapping without ReportBatchItemFailures counts this report as success and loses the batch: switch it on ' +
+          'wherever the function reports failures',
+        partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
+      });
+    }
+    // After a rebalance the partition belongs to someone else: drop the batch, commit nothing.
+    if (port.isStale()) {
+      progress.dropped(batch.partition);
+      return 'leave';
+    }
+    if (decision.commit.length > 0) await commit(port, decision.commit, place);
+    if (decision.redeliver.length > 0) {
+      await redeliver(port, place, result, decision, inFlight);
+      return 'leave';
+    }
+    state.redeliveriesInRow.delete(batch.partition);
+    progress.stored(batch.partition);
+    return (await heartbeatGroup(port)) ? 'next' : 'leave';
+  };
+
+  const eachBatch = async (port: BatchPort): Promise<void> => {
+    const { batch } = port;
+    const events = cutBatch(
+      { topic: batch.topic, partition: batch.partition, messages: batch.messages, lastOffset: batch.lastOffset() },
+      { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source: options.source },
+    );
+    for (const hostEvent of eventsToInvoke(events, batch, pipeline.batchSize)) {
+      // After a stop request or a seek the rest of the batch is not ours to invoke. After a
+      // pause it waits: its offsets are not resolved, so the first fetch after the resume
+      // starts with it.
+      if (options.halted() || !port.isRunning() || port.isStale()) return;
+      if ((await step(hostEvent, port)) === 'leave') return;
+    }
+  };
+
+  return { state, eachBatch, step };
+}

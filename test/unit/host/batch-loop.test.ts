@@ -1,0 +1,193 @@
+import type { KafkaMessage } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import type { BatchPlace, BatchPort, CommitRequest } from '../../../host/batch-loop.js';
+import { createBatchLoop, MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
+import type { InvocationResult, Invoker } from '../../../host/invoker.js';
+import { PipelineProgress } from '../../../host/progress.js';
+import { loadHostSettings } from '../../../host/settings.js';
+
+// The batch loop driven through its port: plain objects in the shape of kafkajs' eachBatch
+// payload, no kafkajs consumer, fake or real.
+
+const settings = loadHostSettings({
+  KAFKA_BROKERS: '127.0.0.1:9092',
+  STORAGE_MAX_POLL_RECORDS_REVIEWS: '2',
+  STORAGE_INVOKE_RETRY_BASE_MS: '1',
+  STORAGE_HEARTBEAT_DIR: '/nonexistent',
+});
+
+const ok: InvocationResult = { kind: 'response', payload: { batchItemFailures: [] } };
+const transient: InvocationResult = { kind: 'error', error: new Error('connection reset'), fatal: false };
+
+function message(offset: number): KafkaMessage {
+  return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
+}
+
+/** A port over `offsets` of partition 1; the partition ends at `end` (default: right after the batch). */
+function port(offsets: readonly number[], options: { end?: number; stale?: () => boolean; commit?: () => Promise<void> } = {}) {
+  const resolved: string[] = [];
+  const commits: string[] = [];
+  const value: BatchPort = {
+    batch: {
+      topic: 'reviews',
+      partition: 1,
+      highWatermark: String(options.end ?? (offsets.at(-1) ?? 0) + 1),
+      messages: offsets.map(message),
+      firstOffset: () => (offsets.length > 0 ? String(offsets[0]) : null),
+      lastOffset: () => String(offsets.at(-1)),
+    },
+    isRunning: () => true,
+    isStale: options.stale ?? (() => false),
+    heartbeat: async () => undefined,
+    resolveOffset: (offset) => resolved.push(offset),
+    commitOffsetsIfNecessary: async (request: CommitRequest) => {
+      await options.commit?.();
+      for (const topic of request.topics) for (const { partition, offset } of topic.partitions) commits.push(`${partition}@${offset}`);
+    },
+  };
+  return { port: value, resolved, commits };
+}
+
+function loop(answer: (call: number) => InvocationResult) {
+  const invocations: number[][] = [];
+  const seeks: string[] = [];
+  const failures: Array<{ message: string; place: BatchPlace }> = [];
+  const invoker: Invoker = {
+    invoke: async (event) => {
+      invocations.push(
+        Object.values(event.records)
+          .flat()
+          .map((record) => record.offset),
+      );
+      return answer(invocations.length - 1);
+    },
+    close: async () => undefined,
+  };
+  const silent = () => undefined;
+  const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews' });
+  const batchLoop = createBatchLoop({
+    pipeline: settings.storage.pipelines.reviews,
+    settings,
+    invoker,
+    logger: { debug: silent, info: silent, warn: silent, error: silent },
+    progress,
+    heartbeatIntervalMs: 1_000,
+    halted: () => failures.length > 0,
+    fail: (text, _cause, place) => failures.push({ message: text, place }),
+    seek: (topic, partition, offset) => seeks.push(`${topic}-${partition}@${offset}`),
+  });
+  return { batchLoop, invocations, seeks, failures, progress };
+}
+
+describe('batch loop (through its port)', () => {
+  it('commits each event of a batch in offset order, one at a time, after its invocation', async () => {
+    // Prepare
+    const { batchLoop, invocations } = loop(() => ok);
+    const polled = port([10, 11, 12, 13]);
+
+    // Act
+    await batchLoop.eachBatch(polled.port);
+
+    // Assess
+    expect(invocations).toEqual([
+      [10, 11],
+      [12, 13],
+    ]);
+    expect(polled.resolved).toEqual(['11', '13']);
+    expect(polled.commits).toEqual(['1@12', '1@14']);
+  });
+
+  it('leaves a short last event for the next fetch when the partition holds more, so events carry the full batch size', async () => {
+    // Prepare: offsets 10..14 fetched, the partition ends at 20
+    const { batchLoop, invocations } = loop(() => ok);
+    const polled = port([10, 11, 12, 13, 14], { end: 20 });
+
+    // Act
+    await batchLoop.eachBatch(polled.port);
+
+    // Assess: 14 is neither invoked nor resolved: the next fetch starts with it
+    expect(invocations).toEqual([
+      [10, 11],
+      [12, 13],
+    ]);
+    expect(polled.commits).toEqual(['1@12', '1@14']);
+    expect(polled.resolved.at(-1)).toBe('13');
+  });
+
+  it('sends a short last event at the end of the partition, and a batch whose only event is short', async () => {
+    // Prepare
+    const { batchLoop, invocations } = loop(() => ok);
+
+    // Act
+    await batchLoop.eachBatch(port([10, 11, 12]).port);
+    await batchLoop.eachBatch(port([13], { end: 100 }).port);
+
+    // Assess
+    expect(invocations).toEqual([[10, 11], [12], [13]]);
+  });
+
+  it('steps one event: a transient error backs off, commits nothing and seeks to the event; the exponent grows per partition', async () => {
+    // Prepare
+    const { batchLoop, invocations, seeks, progress } = loop(() => transient);
+    const polled = port([3, 4, 5]);
+
+    // Act
+    await batchLoop.eachBatch(polled.port);
+    await batchLoop.eachBatch(port([3, 4, 5]).port);
+
+    // Assess
+    expect(invocations).toEqual([
+      [3, 4],
+      [3, 4],
+    ]);
+    expect(polled.commits).toEqual([]);
+    expect(seeks).toEqual(['reviews-1@3', 'reviews-1@3']);
+    expect(batchLoop.state.redeliveriesInRow.get(1)).toBe(2);
+    expect(progress.snapshot().inFlight).toMatchObject([{ firstOffset: '3', attempt: 2, busy: false }]);
+  });
+
+  it('a stored event resets the redelivery exponent of its partition', async () => {
+    // Prepare: the first invocation fails, the redelivery succeeds
+    const { batchLoop } = loop((call) => (call === 0 ? transient : ok));
+
+    // Act
+    await batchLoop.eachBatch(port([3, 4]).port);
+    await batchLoop.eachBatch(port([3, 4]).port);
+
+    // Assess
+    expect(batchLoop.state.redeliveriesInRow.has(1)).toBe(false);
+  });
+
+  it('drops an event whose partition went stale during its invocation: nothing committed, nothing more invoked', async () => {
+    // Prepare
+    let stale = false;
+    const { batchLoop, invocations } = loop(() => {
+      stale = true;
+      return ok;
+    });
+    const polled = port([1, 2, 3, 4], { stale: () => stale });
+
+    // Act
+    await batchLoop.eachBatch(polled.port);
+
+    // Assess
+    expect(invocations).toEqual([[1, 2]]);
+    expect(polled.commits).toEqual([]);
+  });
+
+  it('fails the pipeline after MAX_COMMIT_FAILURES failed commits in a row, not before', async () => {
+    // Prepare
+    const { batchLoop, failures } = loop(() => ok);
+    const failing = { commit: async () => Promise.reject(new Error('coordinator moved')) };
+
+    // Act: one event per batch
+    for (let attempt = 1; attempt < MAX_COMMIT_FAILURES; attempt += 1) await batchLoop.eachBatch(port([attempt], failing).port);
+    const before = failures.length;
+    await batchLoop.eachBatch(port([MAX_COMMIT_FAILURES], failing).port);
+
+    // Assess
+    expect(before).toBe(0);
+    expect(batchLoop.state.commitFailuresInRow).toBe(MAX_COMMIT_FAILURES);
+    expect(failures.map(({ message: text }) => text)).toEqual([`${MAX_COMMIT_FAILURES} offset commits in a row failed`]);
+  });
+});
