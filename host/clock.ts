@@ -30,3 +30,12 @@ export type MonotonicInstant = number & { readonly clock: 'monotonic' };
 export function deadlineIn(ms: number, clock: Clock = systemClock): MonotonicInstant {
   return (clock.monotonic() + ms) as MonotonicInstant;
 }
+
+/**
+ * Whole milliseconds left until `deadline` (0 once it passed), as Lambda's
+ * `getRemainingTimeInMillis()` gives them: the monotonic clock has fractions, and Node's timers
+ * (`AbortSignal.timeout`, `setTimeout` of `timers/promises`) refuse a fractional delay.
+ */
+export function msUntil(deadline: MonotonicInstant, clock: Clock = systemClock): number {
+  return Math.max(0, Math.floor(deadline - clock.monotonic()));
+}

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { MonotonicInstant } from './clock.js';
+import { msUntil } from './clock.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../aws/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -62,7 +63,7 @@ function hostContext(functionName: string, deadline: MonotonicInstant): Context 
     awsRequestId: randomUUID(),
     logGroupName: 'storage-consumer-host',
     logStreamName: functionName,
-    getRemainingTimeInMillis: () => Math.max(0, deadline - performance.now()),
+    getRemainingTimeInMillis: () => msUntil(deadline),
     done: () => undefined,
     fail: () => undefined,
     succeed: () => undefined,
@@ -142,7 +143,7 @@ function createLambdaInvoker(pipeline: PipelineName, settings: HostSettings): In
         const { InvokeCommand, client } = await sdk;
         response = await client.send(
           new InvokeCommand({ FunctionName: functionName, InvocationType: 'RequestResponse', Payload: JSON.stringify(event) }),
-          { abortSignal: AbortSignal.timeout(Math.max(1, deadline - performance.now())) },
+          { abortSignal: AbortSignal.timeout(Math.max(1, msUntil(deadline))) },
         );
       } catch (error) {
         return { kind: 'error', error, fatal: isFatalInvokeError(error) };
