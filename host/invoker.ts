@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
-import { createPipelineHandler } from '../aws/batch-handler.js';
+import { createPipelineHandler } from '../invoke/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { PingResult } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';

@@ -1,4 +1,4 @@
-import type { GroupPosition } from './lag.js';
+import type { GroupPosition } from '../kafka/lag.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 import { redactConnectionDetails } from '../shared/redaction.js';

@@ -6,12 +6,12 @@ import { migrationConnection, runMigrations } from '../shared/migrations/index.j
 import type { PipelineName } from '../shared/pipelines.js';
 import { systemClock } from './clock.js';
 import { createHeartbeat, defaultMaxAgeMs } from './heartbeat.js';
-import { createKafka, memberClientId } from './kafka-connection.js';
-import { kafkaLogging } from './kafkajs/log-adapter.js';
+import { createKafka, memberClientId } from '../kafka/connection.js';
+import { kafkaLogging } from '../kafka/kafkajs/log-adapter.js';
 import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
-import { groupPosition } from './lag.js';
-import type { GroupPosition } from './lag.js';
+import { groupPosition } from '../kafka/lag.js';
+import type { GroupPosition } from '../kafka/lag.js';
 import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';

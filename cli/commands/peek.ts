@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { logLevel } from 'kafkajs';
 import type { KafkaMessage } from 'kafkajs';
-import { toSourceRecord } from '../../host/batch.js';
-import { createKafka } from '../../host/kafka-connection.js';
+import { toSourceRecord } from '../../kafka/source-record.js';
+import { createKafka } from '../../kafka/connection.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';

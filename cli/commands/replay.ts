@@ -3,8 +3,8 @@ import { recordOperatorAction, resolveActor } from '../../shared/operator-action
 import type { PipelineSettings } from '../../host/pipeline-settings.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
-import type { GroupPosition } from '../../host/lag.js';
-import { groupPosition } from '../../host/lag.js';
+import type { GroupPosition } from '../../kafka/lag.js';
+import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { withDatabase } from '../context.js';
 import { STAGE_OPTION, applyStage } from './stage-option.js';

@@ -35,7 +35,7 @@ export function kafkaConnection(kafka: KafkaSettings): KafkaConnection {
 
 /**
  * A kafkajs client for the settings' cluster, with the caller's own log level, retries, client
- * id. The kafkajs workarounds are installed first (host/kafkajs/): every Kafka client reads (and
+ * id. The kafkajs workarounds are installed first (kafka/kafkajs/): every Kafka client reads (and
  * writes) gzip, snappy, lz4 and zstd batches, and kafkajs' harmless timeout warning is dropped in
  * the process from then on.
  */

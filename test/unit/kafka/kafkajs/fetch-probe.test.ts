@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { UnreadableBatchError } from '../../../../host/kafkajs/codecs.js';
-import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../../../host/kafkajs/fetch-probe.js';
+import { UnreadableBatchError } from '../../../../kafka/kafkajs/codecs.js';
+import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../../../kafka/kafkajs/fetch-probe.js';
 import { skipCommand, unreadableCodec } from '../../../../host/topic-consumer.js';
 import { databaseProblem } from '../../../../host/readiness.js';
 
