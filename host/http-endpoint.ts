@@ -5,8 +5,8 @@ import { ConfigurationError } from '../shared/errors.js';
 import { redactAnswer } from '../shared/redaction.js';
 import { handlePipelinesRequest } from './status-api.js';
 import type { PipelinesTarget } from './status-api.js';
-import type { Readiness } from './readiness.js';
-import type { HostState, Liveness } from './supervisor.js';
+import type { Readiness } from './health.js';
+import type { HostState, Liveness } from './health.js';
 import type { HttpSettings } from './settings.js';
 
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */
