@@ -1,3 +1,7 @@
+/**
+ * The host's HTTP endpoint: `/healthz`, `/readyz`, `/metrics` and the pipeline API
+ * (host/status-api.ts) on one port.
+ */
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';

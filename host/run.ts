@@ -1,3 +1,7 @@
+/**
+ * Running the host as a process: checks the kafkajs workarounds, starts the HTTP endpoint and the
+ * host, installs the signal handlers and turns the host's end into an exit code.
+ */
 import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
 import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';

@@ -1,3 +1,7 @@
+/**
+ * The catalog of the host's and the CLI's settings: each declared once (schema, default, unit,
+ * runtimes, tier, rules); the loaders read through it and docs/settings.md is generated from it.
+ */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';

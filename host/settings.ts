@@ -1,3 +1,8 @@
+/**
+ * The host's settings, read from the environment through the declarations
+ * (host/setting-declarations.ts): Kafka, invocation, HTTP, heartbeat, progress bounds, and the
+ * consumer settings the CLI shares.
+ */
 import { readFileSync } from 'node:fs';
 import { deepFreeze } from '../shared/env.js';
 import type { Environment } from '../shared/env.js';

@@ -28,7 +28,7 @@ import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
 import { HostPipeline } from './pipeline.js';
 import { PipelineFailedError } from './pipeline-failure.js';
-import { batchFields } from './progress.js';
+import { batchFields } from '../shared/batch-report.js';
 import type { HostSettings } from './settings.js';
 import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';

@@ -1,3 +1,7 @@
+/**
+ * The one way this project builds a kafkajs client: brokers, TLS, SASL or MSK IAM from the Kafka
+ * settings, the kafkajs workarounds installed first, client ids that name the host.
+ */
 import { hostname } from 'node:os';
 import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';

@@ -1,3 +1,7 @@
+/**
+ * The `pipeline_pauses` table: reading the pauses, and a pause or resume written with its audit
+ * entry in one transaction, and the change's JSON.
+ */
 import type pg from 'pg';
 import { beginBatchTransaction } from './connection.js';
 import { recordOperatorAction } from './operator-actions.js';
@@ -42,6 +46,21 @@ export interface PauseChange {
 export interface PauseChangeResult {
   readonly pause: PipelinePause;
   readonly previous: PipelinePause | undefined;
+}
+
+/**
+ * A pause or resume as JSON (an interface: `pause --json`, `resume --json` and the host's
+ * `PUT /pipelines/{pipeline}/pause|resume` answer it): the row now, and whether it was paused before.
+ */
+export function pauseChangeJson({ pause, previous }: PauseChangeResult) {
+  return {
+    pipeline: pause.pipeline,
+    paused: pause.paused,
+    was_paused: previous?.paused ?? false,
+    by: pause.by,
+    at: pause.at.toISOString(),
+    reason: pause.reason,
+  };
 }
 
 interface PauseRow {

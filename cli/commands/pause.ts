@@ -1,23 +1,10 @@
 import { resolveActor } from '../../shared/operator-actions.js';
-import { changePipelinePause } from '../../shared/pause-store.js';
-import type { PauseChangeResult } from '../../shared/pause-store.js';
+import { changePipelinePause, pauseChangeJson } from '../../shared/pause-store.js';
 import type { CliIo, Command } from '../command.js';
 import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson } from '../output.js';
 import { parsePipeline } from './pipeline-option.js';
-
-/** The pause or resume as JSON: the row now, and whether it was paused before. */
-function resultJson({ pause, previous }: PauseChangeResult) {
-  return {
-    pipeline: pause.pipeline,
-    paused: pause.paused,
-    was_paused: previous?.paused ?? false,
-    by: pause.by,
-    at: pause.at.toISOString(),
-    reason: pause.reason,
-  };
-}
 
 /** What every host does with the change, said once for both commands. */
 const EFFECT = 'every host running it reads pipeline_pauses at least every 5 s (STORAGE_PAUSE_POLL_INTERVAL_MS)';
@@ -31,7 +18,7 @@ async function change(command: Command, args: readonly string[], io: CliIo, paus
     changePipelinePause(pool, settings.database, { pipeline, paused, by: resolveActor(io.env), reason: parsed.values.reason, via: 'cli' }),
   );
   if (parsed.values.json === true) {
-    io.stdout(renderJson(resultJson(result)));
+    io.stdout(renderJson(pauseChangeJson(result)));
     return EXIT.ok;
   }
   const { pause, previous } = result;
