@@ -66,6 +66,9 @@ interface FullRow extends SummaryRow {
   violations: Violations | null;
 }
 
+// `id::text` keeps its output name `id`, and a bare ORDER BY name means the output column first:
+// the queries order by `dead_letter_events.id` (the bigint) so that 10 comes after 9
+// (test/unit/helpers/sql-order.test.ts checks every query of the repository for this).
 const SUMMARY_COLUMNS = `id::text, pipeline, topic, partition, kafka_offset::text, reason, detail, payload_size,
   octet_length(payload) AS stored_size, created_at, redriven_at`;
 const FULL_COLUMNS = `${SUMMARY_COLUMNS}, kafka_timestamp, message_key, payload, payload_sha256, headers, violations`;
@@ -127,7 +130,7 @@ export async function listDeadLetters(
   const condition = where(filter, params);
   const total = await db.query<{ total: string }>(`SELECT count(*)::text AS total FROM dead_letter_events WHERE ${condition}`, params);
   const rows = await db.query<SummaryRow>(
-    `SELECT ${SUMMARY_COLUMNS} FROM dead_letter_events WHERE ${condition} ORDER BY id DESC LIMIT ${Math.trunc(limit)}`,
+    `SELECT ${SUMMARY_COLUMNS} FROM dead_letter_events WHERE ${condition} ORDER BY dead_letter_events.id DESC LIMIT ${Math.trunc(limit)}`,
     params,
   );
   return { total: Number(total.rows[0]?.total ?? 0), letters: rows.rows.map(toSummary) };
@@ -155,8 +158,8 @@ export async function nextPendingDeadLetters(
   params.push(filter.pipeline);
   const result = await db.query<FullRow>(
     `SELECT ${FULL_COLUMNS} FROM dead_letter_events
-      WHERE id > $1 AND ${condition} AND pipeline = $${params.length}
-      ORDER BY id LIMIT ${Math.trunc(limit)}`,
+      WHERE id > $1::bigint AND ${condition} AND pipeline = $${params.length}
+      ORDER BY dead_letter_events.id LIMIT ${Math.trunc(limit)}`,
     params,
   );
   return result.rows.map(toStored);

@@ -1,9 +1,10 @@
 import { pathToFileURL } from 'node:url';
+import { Command as Commander, CommanderError, Option } from 'commander';
 import { ConfigurationError, MigrationError } from '../shared/errors.js';
 import { redactConnectionDetails } from '../shared/redaction.js';
 import { SERVICE_VERSION } from '../shared/version.js';
-import type { CliIo, Command } from './command.js';
-import { EXIT, RefusedError, UsageError } from './command.js';
+import type { CliIo, Command, LeafCommand, Options, OptionValues } from './command.js';
+import { EXIT, EXIT_CODES, RefusedError, UsageError } from './command.js';
 import { audit } from './commands/audit.js';
 import { config } from './commands/config.js';
 import { dlq } from './commands/dlq.js';
@@ -34,20 +35,18 @@ export const COMMANDS: readonly Command[] = [
   audit,
 ];
 
-/** The top-level `--help`. */
-const USAGE = `Usage: storage-consumer <command> [options]
-       storage-consumer --version
+const PROGRAM = 'storage-consumer';
+/** Help is laid out for this width whatever the terminal, so it reads the same in a pipe, a log or a test. */
+const HELP_WIDTH = 100;
 
-Commands:
-${COMMANDS.map((command) => `  ${command.name.padEnd(13)}${command.summary}`).join('\n')}
-
-Run storage-consumer <command> --help for a command's options. Settings come from the same
+/** The text after the top-level `--help`'s command list. */
+const EPILOGUE = `
+Run ${PROGRAM} <command> --help for a command's options. Settings come from the same
 environment variables as the host (DATABASE_URL or PG*, KAFKA_BROKERS, STORAGE_*: docs/settings.md);
-storage-consumer config prints them.
+${PROGRAM} config prints them.
 
-Exit codes: 0 ok; 1 a check failed, the operation was refused or an error occurred; 2 usage error
-(config: an invalid setting).
-`;
+Exit codes (docs/operations.md, "Exit codes"):
+${EXIT_CODES.map(({ code, meaning }) => `  ${code}  ${meaning.replaceAll('`', '')}`).join('\n')}`;
 
 /** The process's streams and environment. */
 const processIo: CliIo = {
@@ -57,43 +56,139 @@ const processIo: CliIo = {
   interactive: process.stderr.isTTY === true,
 };
 
+/** `storage-consumer dlq list`: the words that name a command, as usage lines and messages show them. */
+function commandPath(command: Commander): string {
+  const names: string[] = [];
+  for (let at: Commander | null = command; at !== null; at = at.parent) names.unshift(at.name());
+  return names.join(' ');
+}
+
+/** The usage after the command's name, from its declaration: `<id> [--pipeline <P>] [--json]`. */
+function generatedUsage(command: LeafCommand): string {
+  const args = (command.arguments ?? []).map((argument) => `<${argument.name}>`);
+  const options = Object.entries(command.options).map(([name, option]) =>
+    option.type === 'string' ? `[--${name} <${option.value ?? 'value'}>]` : `[--${name}]`,
+  );
+  return [...args, ...options].join(' ');
+}
+
+/** The usage forms of each leaf command; set as its usage once its path (`dlq purge`) is known. */
+const USAGE_FORMS = new WeakMap<Commander, readonly string[]>();
+
+/** Where a leaf command's run leaves its exit code for `main`. */
+interface Outcome {
+  code: number;
+  /** The command that ran (`storage-consumer dlq purge`): its errors are prefixed with it. */
+  path: string;
+}
+
+/** The commander command of one declared leaf command; its action runs the command and records the code. */
+function leafCommand(declared: LeafCommand, io: CliIo, outcome: Outcome): Commander {
+  const command = new Commander(declared.name).summary(declared.summary).description(declared.description);
+  for (const argument of declared.arguments ?? []) command.argument(`<${argument.name}>`, argument.help);
+  for (const [name, option] of Object.entries(declared.options)) {
+    command.addOption(new Option(option.type === 'string' ? `--${name} <${option.value ?? 'value'}>` : `--${name}`, option.help));
+  }
+  USAGE_FORMS.set(command, declared.usage ?? [generatedUsage(declared)]);
+  command.action(async () => {
+    const values: Record<string, string | boolean> = {};
+    for (const option of command.options) {
+      const name = option.long?.slice(2) ?? '';
+      const value: unknown = command.getOptionValue(option.attributeName());
+      // A boolean is true when it was given (`--no-audit` reads as `'no-audit': true`); a string is its text.
+      if (option.isBoolean()) {
+        if (command.getOptionValueSource(option.attributeName()) === 'cli') values[name] = true;
+      } else if (typeof value === 'string') {
+        values[name] = value;
+      }
+    }
+    outcome.path = commandPath(command);
+    try {
+      outcome.code = await declared.run({ values: values as OptionValues<Options>, positionals: [...command.args] }, io);
+    } catch (error) {
+      if (error instanceof UsageError) command.error(error.message, { exitCode: EXIT.usage, code: 'storage-consumer.usage' });
+      throw error;
+    }
+  });
+  return command;
+}
+
+function commandFor(declared: Command, io: CliIo, outcome: Outcome): Commander {
+  if (!('subcommands' in declared)) return leafCommand(declared, io, outcome);
+  const group = new Commander(declared.name).summary(declared.summary).description(declared.summary);
+  for (const sub of declared.subcommands) group.addCommand(commandFor(sub, io, outcome));
+  return group;
+}
+
+/**
+ * The whole command line as commander commands, built per run (its output goes to `io`). Every
+ * command gets the same treatment: errors on `io.stderr` prefixed with its path, then its usage
+ * (a group: its whole help), and an exception instead of `process.exit` so `main` returns the code.
+ */
+function buildProgram(io: CliIo, outcome: Outcome): Commander {
+  const program = new Commander(PROGRAM)
+    .description('The operations command line of the Storage Consumer (Kafka -> PostgreSQL).')
+    .version(`${PROGRAM} ${SERVICE_VERSION}`, '-V, --version', 'print the version')
+    .addHelpText('after', EPILOGUE);
+  for (const declared of COMMANDS) program.addCommand(commandFor(declared, io, outcome));
+  program
+    .command('version', { hidden: true })
+    .description('print the version')
+    .action(() => io.stdout(`${PROGRAM} ${SERVICE_VERSION}\n`));
+  const configure = (command: Commander) => {
+    const path = commandPath(command);
+    const isGroup = command.commands.length > 0;
+    const forms = USAGE_FORMS.get(command) ?? ['<command> [options]'];
+    // The first form follows "Usage: "; the others get a line of their own.
+    const usage = forms.map((form, index) => `${index === 0 ? '' : '       '}${path} ${form}`.trimEnd()).join('\n');
+    command
+      .exitOverride()
+      .allowExcessArguments(false)
+      .configureHelp({
+        helpWidth: HELP_WIDTH,
+        commandUsage: () => usage,
+        // The command list shows each command with its arguments; its options are in its own help.
+        subcommandTerm: (sub) =>
+          [
+            sub.name(),
+            ...sub.registeredArguments.map((argument) => (argument.required ? `<${argument.name()}>` : `[${argument.name()}]`)),
+          ].join(' '),
+      })
+      .configureOutput({
+        writeOut: io.stdout,
+        writeErr: io.stderr,
+        outputError: (text, write) => write(`${path}: ${text.replace(/^error: /, '')}`),
+      })
+      .showSuggestionAfterError(true)
+      .showHelpAfterError(isGroup ? true : `Usage: ${usage}\nRun ${path} --help for usage.`);
+    for (const sub of command.commands) configure(sub);
+  };
+  configure(program);
+  return program;
+}
+
 /**
  * Runs one command line (`argv` without the program name) and resolves with its exit code:
  * 0 ok, 1 check failed / refused / error, 2 usage error. Never throws.
  */
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
-  const [name, ...args] = argv;
-  if (name === undefined) {
-    io.stderr(USAGE);
-    return EXIT.usage;
-  }
-  if (name === '--help' || name === '-h' || name === 'help') {
-    io.stdout(USAGE);
-    return EXIT.ok;
-  }
-  if (name === '--version' || name === '-V' || name === 'version') {
-    io.stdout(`storage-consumer ${SERVICE_VERSION}\n`);
-    return EXIT.ok;
-  }
-  const command = COMMANDS.find((candidate) => candidate.name === name);
-  if (command === undefined) {
-    io.stderr(`storage-consumer: unknown command ${JSON.stringify(name)}\n\n${USAGE}`);
-    return EXIT.usage;
-  }
+  const outcome: Outcome = { code: EXIT.ok, path: PROGRAM };
+  const program = buildProgram(io, outcome);
   try {
-    return await command.run(args, io);
+    await program.parseAsync([...argv], { from: 'user' });
+    return outcome.code;
   } catch (error) {
-    if (error instanceof UsageError) {
-      const usage = error.command ?? name;
-      io.stderr(`storage-consumer ${usage}: ${error.message}\nRun storage-consumer ${usage} --help for usage.\n`);
-      return EXIT.usage;
+    if (error instanceof CommanderError) {
+      // --help, --version and `help`: 0; a group named without its subcommand prints its help with a non-zero code.
+      const asked = ['commander.helpDisplayed', 'commander.version'].includes(error.code);
+      return asked || (error.code === 'commander.help' && error.exitCode === 0) ? EXIT.ok : EXIT.usage;
     }
     const known = error instanceof RefusedError || error instanceof ConfigurationError || error instanceof MigrationError;
     const message = error instanceof Error ? error.message : String(error);
     const cause =
       error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
     // The one redaction: a driver's message may carry a connection string with its password.
-    io.stderr(`storage-consumer ${name}: ${known ? '' : 'error: '}${redactConnectionDetails(`${message}${cause}`)}\n`);
+    io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${redactConnectionDetails(`${message}${cause}`)}\n`);
     return EXIT.failed;
   }
 }

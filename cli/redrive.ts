@@ -4,7 +4,8 @@ import { deadLetterRow } from '../shared/dead-letters.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
 import type { CoreLogger } from '../shared/logger.js';
-import { recordOperatorAction } from '../shared/operator-actions.js';
+import { AuditUnavailableError, recordInTransaction } from '../shared/operator-actions.js';
+import type { AuditPolicy } from '../shared/operator-actions.js';
 import { processBatch } from '../shared/process-batch.js';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -31,7 +32,13 @@ export interface PipelineRedrive {
   readonly redriven: number;
   /** Failed again: left pending, their reason and detail updated. */
   readonly stillFailing: number;
+  /** The ids of those, in id order: every selected letter left pending is named here or in `notRedrivable`. */
+  readonly stillFailingIds: readonly string[];
   readonly notRedrivable: readonly NotRedrivable[];
+  /** Batches whose audit entry could not be written and that went on unrecorded (only under `--no-audit`). */
+  readonly unrecordedBatches: number;
+  /** Why the last of those was not recorded. */
+  readonly unrecordedReason?: string;
   /** Rows the re-driven messages wrote, as the batch reports count them. */
   readonly inserted: number;
   readonly updated: number;
@@ -82,7 +89,7 @@ async function markOutcome(
   client: Queryable,
   batch: readonly StoredDeadLetter[],
   failedAgain: readonly DeadLetter[],
-): Promise<{ redriven: number; stillFailing: number }> {
+): Promise<{ redriven: number; stillFailing: readonly string[] }> {
   const idByIdentity = new Map(
     batch.map((letter) => [identity(letter.topic, letter.partition, letter.offset, letter.payloadSha256), letter.id]),
   );
@@ -105,7 +112,7 @@ async function markOutcome(
     'UPDATE dead_letter_events SET redriven_at = now() WHERE id = ANY($1::bigint[]) AND redriven_at IS NULL',
     [stored],
   );
-  return { redriven: marked.rowCount ?? 0, stillFailing: failed.size };
+  return { redriven: marked.rowCount ?? 0, stillFailing: [...failed.keys()] };
 }
 
 /** The filter as the audit entry's arguments (instants as ISO text). */
@@ -124,11 +131,14 @@ async function redrivePipeline(
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,
+  audit: AuditPolicy,
   onProgress: RedriveProgressListener | undefined,
 ): Promise<PipelineRedrive> {
   const runtime = createPipelineRuntime(name, settings, logger);
-  const totals = { selected: 0, redriven: 0, stillFailing: 0, inserted: 0, updated: 0, skipped: 0 };
+  const totals = { selected: 0, redriven: 0, stillFailing: 0, inserted: 0, updated: 0, skipped: 0, unrecordedBatches: 0 };
   const notRedrivable: NotRedrivable[] = [];
+  const stillFailingIds: string[] = [];
+  let unrecordedReason: string | undefined;
   const total = onProgress ? (await listDeadLetters(db, { ...filter, pipeline: name, pendingOnly: true }, 0)).total : 0;
   const reportProgress = () =>
     onProgress?.({ pipeline: name, total, done: totals.selected, redriven: totals.redriven, stillFailing: totals.stillFailing });
@@ -147,27 +157,39 @@ async function redrivePipeline(
         reportProgress();
         continue;
       }
-      let outcome = { redriven: 0, stillFailing: 0 };
-      const { report } = await processBatch(
-        buildKafkaEvent(batch.map(sourceRecord)),
-        runtime,
-        { remainingMs: () => Number.POSITIVE_INFINITY },
-        {
-          // The batch's audit entry commits with the batch, or not at all.
-          beforeCommit: async (client, letters) => {
-            outcome = await markOutcome(client, batch, letters);
-            await recordOperatorAction(client, {
-              actor,
-              command: 'dlq redrive',
-              arguments: filterArguments(filter, name),
-              outcome: {
-                counts: { selected: batch.length, redriven: outcome.redriven, stillFailing: outcome.stillFailing },
-                ids: { first: batch[0]?.id, last: batch.at(-1)?.id },
-              },
-            });
+      let outcome: { redriven: number; stillFailing: readonly string[] } = { redriven: 0, stillFailing: [] };
+      let unrecorded: string | undefined;
+      let report;
+      try {
+        ({ report } = await processBatch(
+          buildKafkaEvent(batch.map(sourceRecord)),
+          runtime,
+          { remainingMs: () => Number.POSITIVE_INFINITY },
+          {
+            // The batch's audit entry commits with the batch, or not at all: no entry, no re-drive.
+            beforeCommit: async (client, letters) => {
+              outcome = await markOutcome(client, batch, letters);
+              const record = await recordInTransaction(
+                client,
+                {
+                  actor,
+                  command: 'dlq redrive',
+                  arguments: filterArguments(filter, name),
+                  outcome: {
+                    counts: { selected: batch.length, redriven: outcome.redriven, stillFailing: outcome.stillFailing.length },
+                    ids: { first: batch[0]?.id, last: batch.at(-1)?.id },
+                  },
+                },
+                audit,
+              );
+              unrecorded = record.unrecorded;
+            },
           },
-        },
-      );
+        ));
+      } catch (error) {
+        if (!(error instanceof AuditUnavailableError)) throw error;
+        throw new RedriveStoppedError(error, name, { ...totals, notRedrivable: notRedrivable.length });
+      }
       // Under STORAGE_FAILURE_RESPONSE=report an exhausted retry budget returns instead of throwing.
       if (report.failed) {
         throw new Error(
@@ -176,7 +198,12 @@ async function redrivePipeline(
         );
       }
       totals.redriven += outcome.redriven;
-      totals.stillFailing += outcome.stillFailing;
+      totals.stillFailing += outcome.stillFailing.length;
+      stillFailingIds.push(...outcome.stillFailing);
+      if (unrecorded !== undefined) {
+        totals.unrecordedBatches += 1;
+        unrecordedReason = unrecorded;
+      }
       totals.inserted += report.inserted;
       totals.updated += report.updated;
       totals.skipped += report.skipped;
@@ -185,7 +212,28 @@ async function redrivePipeline(
   } finally {
     await runtime.close();
   }
-  return { pipeline: name, ...totals, notRedrivable };
+  return {
+    pipeline: name,
+    ...totals,
+    stillFailingIds,
+    notRedrivable,
+    ...(unrecordedReason === undefined ? {} : { unrecordedReason }),
+  };
+}
+
+/**
+ * A batch's audit entry could not be written: that batch was rolled back and the re-drive
+ * stopped. The batches before it are done (and recorded); `done` counts them.
+ */
+export class RedriveStoppedError extends AuditUnavailableError {
+  constructor(
+    cause: AuditUnavailableError,
+    readonly pipeline: string,
+    readonly done: { readonly selected: number; readonly redriven: number; readonly stillFailing: number; readonly notRedrivable: number },
+  ) {
+    super(cause.reason, cause.code, { cause });
+    this.name = 'RedriveStoppedError';
+  }
 }
 
 /**
@@ -195,7 +243,9 @@ async function redrivePipeline(
  * again stay pending with their detail updated. A truncated payload is never re-driven.
  * Running it twice changes nothing the first run did. `onProgress` hears after every batch.
  * Every batch writes an audit entry (`operator_actions`, command `dlq redrive`, by `actor`) in
- * its own transaction.
+ * its own transaction; when it cannot, that batch is rolled back and the re-drive stops with a
+ * {@link RedriveStoppedError}, unless `audit` is `waived` (`--no-audit`): then the batch is
+ * stored unrecorded and the result counts it.
  */
 export async function redriveDeadLetters(
   db: pg.Pool,
@@ -203,12 +253,13 @@ export async function redriveDeadLetters(
   filter: DeadLetterFilter,
   logger: CoreLogger,
   actor: string,
+  audit: AuditPolicy,
   onProgress?: RedriveProgressListener,
 ): Promise<PipelineRedrive[]> {
   const results: PipelineRedrive[] = [];
   for (const pipeline of await pipelinesWithDeadLetters(db, { ...filter, pendingOnly: true })) {
     if (isPipelineName(pipeline)) {
-      results.push(await redrivePipeline(db, pipeline, settings, filter, logger, actor, onProgress));
+      results.push(await redrivePipeline(db, pipeline, settings, filter, logger, actor, audit, onProgress));
       continue;
     }
     // Only a hand-edited row can name no pipeline; say so rather than guess one.
@@ -218,10 +269,12 @@ export async function redriveDeadLetters(
       selected: total,
       redriven: 0,
       stillFailing: 0,
+      stillFailingIds: [],
       notRedrivable: letters.map(({ id }) => ({ id, why: `no pipeline named ${JSON.stringify(pipeline)}` })),
       inserted: 0,
       updated: 0,
       skipped: 0,
+      unrecordedBatches: 0,
     });
   }
   return results;

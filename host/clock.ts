@@ -17,3 +17,16 @@ export const systemClock: Clock = {
   monotonic: () => performance.now(),
   wall: () => Date.now(),
 };
+
+/**
+ * An instant on the monotonic clock (`performance.now()` plus a duration), as an invocation's
+ * deadline is. Branded so that a wall-clock instant (`Date.now() + ms`, 1.8e12 on today's clock)
+ * cannot be passed where one is expected: such a deadline would be 55 years away, and a timer
+ * set from it overflows and fires at once.
+ */
+export type MonotonicInstant = number & { readonly clock: 'monotonic' };
+
+/** The monotonic instant `ms` from now on `clock`. */
+export function deadlineIn(ms: number, clock: Clock = systemClock): MonotonicInstant {
+  return (clock.monotonic() + ms) as MonotonicInstant;
+}

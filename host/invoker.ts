@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
+import type { MonotonicInstant } from './clock.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { createPipelineHandler } from '../invoke/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -28,7 +29,7 @@ export interface RetryRecorder {
 /** Calls one pipeline's handler with a Lambda Kafka event. */
 export interface Invoker {
   /** Never throws: every failure is an outcome. `deadline` is an instant on the monotonic clock (`performance.now()`, host/clock.ts). */
-  invoke(event: KafkaEvent, deadline: number): Promise<InvocationResult>;
+  invoke(event: KafkaEvent, deadline: MonotonicInstant): Promise<InvocationResult>;
   /** Releases what the invoker holds (the pipeline's database pool, the HTTP client). */
   close(): Promise<void>;
   /** Prepares for the first invocation (in-process: opens a database connection); may fail. */
@@ -55,7 +56,7 @@ function isRedeliverableHandlerError(error: unknown): boolean {
 const FATAL_FUNCTION_ERROR_TYPES: ReadonlySet<string> = new Set(['ConfigurationError', 'InvalidEventError', 'MigrationError']);
 
 /** A Lambda-like context whose remaining time runs out at `deadline`. */
-function hostContext(functionName: string, deadline: number): Context {
+function hostContext(functionName: string, deadline: MonotonicInstant): Context {
   return {
     callbackWaitsForEmptyEventLoop: false,
     functionName,

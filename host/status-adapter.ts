@@ -92,7 +92,8 @@ export function createPipelinesApi(source: StatusSource): PipelinesTarget {
     async control(name, paused, by, reason) {
       const pauseControl = source.pauseControl();
       if (pauseControl === undefined) throw new Error(`the host is ${source.state()}`);
-      return pauseControl.change({ pipeline: name, paused, by, reason, via: 'http', details: { host: source.hostId } });
+      // Over HTTP the audit entry is never waived: no entry, no change (the API answers 503).
+      return pauseControl.change({ pipeline: name, paused, by, reason, via: 'http', details: { host: source.hostId }, audit: 'required' });
     },
   };
 }

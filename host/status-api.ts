@@ -5,13 +5,15 @@
  *   lag, the batch in flight, and the last error with its stack (`trace`);
  * - `PUT /pipelines/{pipeline}/pause` and `/resume`: 202; they write `pipeline_pauses`, which
  *   every host obeys. They need `Authorization: Bearer <STORAGE_HTTP_CONTROL_TOKEN>`: 403 when
- *   no token is configured (control is off), 401 when the header is missing or wrong.
+ *   no token is configured (control is off), 401 when the header is missing or wrong; 503 with
+ *   a JSON error when the change or its audit entry cannot be written (no entry, no change).
  * An unknown pipeline (or one this host does not run) is a 404 with a JSON body.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { AuditUnavailableError } from '../shared/operator-actions.js';
 import { pauseChangeJson } from '../shared/pause-store.js';
 import type { PauseChangeResult } from '../shared/pause-store.js';
 import { errorCode, redactAnswer } from '../shared/redaction.js';
@@ -190,6 +192,16 @@ export async function handlePipelinesRequest(
     result = await target.control(name, action === 'pause', by, reason);
   } catch (error) {
     // The driver's message can name the database's address: the answer gives its code only.
+    if (error instanceof AuditUnavailableError) {
+      // Audit before acting: the HTTP API has no --no-audit, an unrecorded change is refused.
+      send(response, 503, {
+        error:
+          `the ${action} was refused: its audit entry could not be written to operator_actions (${error.code ?? 'no code'}); ` +
+          'nothing changed',
+        audit: 'unavailable',
+      });
+      return true;
+    }
     send(response, 503, { error: `the ${action} could not be written to pipeline_pauses: ${errorCode(error)}; nothing changed` });
     return true;
   }

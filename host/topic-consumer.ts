@@ -16,6 +16,7 @@ import { decideOffsets } from './offsets.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from './settings.js';
+import { deadlineIn } from './clock.js';
 
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;
@@ -240,7 +241,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       payload.heartbeat().catch(() => undefined);
     }, heartbeatIntervalMs);
     try {
-      return await invoker.invoke(hostEvent.event, performance.now() + settings.maxPollIntervalMs);
+      return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
     } finally {
       clearInterval(timer);
     }

@@ -4,7 +4,8 @@
  */
 import type pg from 'pg';
 import { beginBatchTransaction } from './connection.js';
-import { recordOperatorAction } from './operator-actions.js';
+import { recordInTransaction } from './operator-actions.js';
+import type { AuditPolicy, AuditRecord } from './operator-actions.js';
 import { isPipelineName } from './pipelines.js';
 import type { PipelineName } from './pipelines.js';
 import type { Queryable } from './queryable.js';
@@ -40,12 +41,16 @@ export interface PauseChange {
   readonly via: PauseChannel;
   /** Extra audit arguments (e.g. the host that took an HTTP request). */
   readonly details?: Readonly<Record<string, unknown>>;
+  /** `required` (the default, and always over HTTP): no audit entry, no change. `waived`: `--no-audit`. */
+  readonly audit?: AuditPolicy;
 }
 
 /** What a change did: the row now, and the one before (`undefined`: never paused before). */
 export interface PauseChangeResult {
   readonly pause: PipelinePause;
   readonly previous: PipelinePause | undefined;
+  /** The audit entry written with the change, or why none was (only when the record was waived). */
+  readonly audit: AuditRecord;
 }
 
 /**
@@ -97,6 +102,8 @@ export async function readPipelinePauses(client: Queryable): Promise<Map<Pipelin
  * (`operator_actions`, command `pause` or `resume`) in one transaction, under the service's
  * statement timeout. Pausing a paused pipeline (or resuming a running one) is no error: the row
  * takes the new actor and reason and the audit entry says it was already so.
+ * @throws AuditUnavailableError when the entry cannot be written (unless `change.audit` waives
+ *   it): the transaction is rolled back, nothing changed.
  */
 export async function changePipelinePause(pool: pg.Pool, database: DatabaseSettings, change: PauseChange): Promise<PauseChangeResult> {
   const client = await pool.connect();
@@ -113,14 +120,18 @@ export async function changePipelinePause(pool: pg.Pool, database: DatabaseSetti
     );
     const pause = written.rows[0] ? toPause(written.rows[0]) : undefined;
     if (pause === undefined) throw new Error(`writing the pause row of ${change.pipeline} returned nothing`);
-    await recordOperatorAction(client, {
-      actor: change.by,
-      command: change.paused ? 'pause' : 'resume',
-      arguments: { pipeline: change.pipeline, reason: change.reason ?? null, via: change.via, ...change.details },
-      outcome: { paused: pause.paused, was_paused: previous?.paused ?? false, at: pause.at.toISOString() },
-    });
+    const audit = await recordInTransaction(
+      client,
+      {
+        actor: change.by,
+        command: change.paused ? 'pause' : 'resume',
+        arguments: { pipeline: change.pipeline, reason: change.reason ?? null, via: change.via, ...change.details },
+        outcome: { paused: pause.paused, was_paused: previous?.paused ?? false, at: pause.at.toISOString() },
+      },
+      change.audit ?? 'required',
+    );
     await client.query('COMMIT');
-    return { pause, previous };
+    return { pause, previous, audit };
   } catch (error) {
     failed = error instanceof Error ? error : new Error(String(error));
     await client.query('ROLLBACK').catch(() => undefined);

@@ -1,7 +1,6 @@
 import { listOperatorActions } from '../../shared/operator-actions.js';
 import type { OperatorActionEntry } from '../../shared/operator-actions.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson, renderTable } from '../output.js';
 import { parseSince } from '../time.js';
@@ -19,7 +18,15 @@ function outcomeText(entry: OperatorActionEntry): string {
         .join(', '),
     );
   if (partitions && partitions.length > 0)
-    parts.push(partitions.map((p) => `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}`).join(' '));
+    parts.push(
+      partitions
+        .map((p) => {
+          const observed = p as typeof p & { readonly planned?: string; readonly applied?: boolean };
+          const missed = observed.applied === false ? ` (planned ${observed.planned ?? '?'}, NOT applied)` : '';
+          return `p${p.partition} ${p.before ?? 'none'}->${p.after ?? 'none'}${missed}`;
+        })
+        .join(' '),
+    );
   if (skipped && skipped.length > 0)
     parts.push(`skipped ${skipped.map((range) => `p${range.partition} [${range.from}, ${range.to})`).join(' ')}`);
   for (const [key, value] of Object.entries(entry.outcome)) {
@@ -29,32 +36,39 @@ function outcomeText(entry: OperatorActionEntry): string {
 }
 
 /** `audit [--since T] [--limit N] [--json]`: the operator actions recorded in `operator_actions`. */
-export const audit: Command = {
+export const audit = defineCommand({
   name: 'audit',
   summary: 'list the audit trail: who replayed, purged, re-drove, paused or resumed what, and the outcome',
-  help: `Usage: storage-consumer audit [--since T] [--limit N] [--json]
-
-Lists the entries of the audit trail (table operator_actions), oldest first: when, who (the
-OS user@host, or STORAGE_ACTOR), the command, its arguments and its outcome (counts; committed
-offsets before and after per partition; offset ranges skipped). Every state-changing command
-writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
-
-  --since T   only entries since T: an ISO timestamp or a duration ago such as 24h, 7d
-  --limit N   the newest N entries (default ${DEFAULT_LIMIT})
-  --json      the entries as JSON, outcome and arguments whole
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(audit, args, io, { ...JSON_OPTION, since: { type: 'string' }, limit: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const since = parsed.values.since === undefined ? undefined : parseSince(parsed.values.since, '--since');
-    const limitText = parsed.values.limit ?? String(DEFAULT_LIMIT);
+  description: `Lists the entries of the audit trail (table operator_actions), oldest first: when, who (the
+OS user@host, or STORAGE_ACTOR), the command, its state, its arguments and its outcome (counts;
+committed offsets before and after per partition; offset ranges skipped). Every state-changing
+command writes one before its change takes effect: dlq purge --yes, dlq redrive (one per
+batch), pause and resume in the change's own transaction ("completed"); replay first as
+"started" with its plan, completed after the reset ("completed", or "failed" naming what did
+not happen). An entry still "started" is a replay whose end was never recorded.`,
+  options: {
+    since: { type: 'string', value: 'T', help: 'only entries since T: an ISO timestamp or a duration ago such as 24h, 7d' },
+    limit: { type: 'string', value: 'N', help: `the newest N entries (default ${DEFAULT_LIMIT})` },
+    ...jsonOption('the entries as JSON, outcome and arguments whole'),
+  },
+  async run({ values }, io) {
+    const since = values.since === undefined ? undefined : parseSince(values.since, '--since');
+    const limitText = values.limit ?? String(DEFAULT_LIMIT);
     if (!/^\d+$/.test(limitText) || Number(limitText) < 1)
       throw new UsageError(`--limit must be a whole number >= 1, got ${JSON.stringify(limitText)}`);
     const entries = await withDatabase(io, ({ pool }) =>
       listOperatorActions(pool, { ...(since ? { since } : {}), limit: Number(limitText) }),
     );
-    if (parsed.values.json === true) {
-      io.stdout(renderJson({ entries: entries.map((entry) => ({ ...entry, time: entry.time.toISOString() })) }));
+    if (values.json === true) {
+      io.stdout(
+        renderJson({
+          entries: entries.map((entry) => ({
+            ...entry,
+            time: entry.time.toISOString(),
+            completedAt: entry.completedAt?.toISOString() ?? null,
+          })),
+        }),
+      );
       return EXIT.ok;
     }
     io.stdout(
@@ -64,6 +78,7 @@ writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
           { header: 'TIME', value: (entry) => entry.time.toISOString() },
           { header: 'ACTOR', value: (entry) => entry.actor },
           { header: 'COMMAND', value: (entry) => entry.command },
+          { header: 'STATE', value: (entry) => entry.state },
           { header: 'ARGUMENTS', value: (entry) => JSON.stringify(entry.arguments) },
           { header: 'OUTCOME', value: (entry) => outcomeText(entry) },
         ],
@@ -72,4 +87,4 @@ writes one: replay, dlq purge --yes, dlq redrive (one per batch), pause, resume.
     );
     return EXIT.ok;
   },
-};
+});

@@ -1,5 +1,4 @@
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import { defineCommand, EXIT, jsonOption } from '../command.js';
 import { effectiveSettings } from '../effective-settings.js';
 import type { EffectiveSetting } from '../effective-settings.js';
 import { renderJson, renderTable } from '../output.js';
@@ -11,27 +10,21 @@ function sourceText(setting: EffectiveSetting): string {
 }
 
 /** `config`: the effective settings of this environment. */
-export const config: Command = {
+export const config = defineCommand({
   name: 'config',
   summary: 'print the effective settings (value and source), naming every invalid one',
-  help: `Usage: storage-consumer config [--json]
-
-Prints every setting of docs/settings.md as this environment makes it: its effective value and
+  description: `Prints every setting of docs/settings.md as this environment makes it: its effective value and
 its source (environment, or default; "from X" when a default comes from another setting, e.g. a
 pipeline's batch size from STORAGE_MAX_POLL_RECORDS), the common ones first. Secrets are
 redacted: the password of DATABASE_URL, KAFKA_SASL_PASSWORD, STORAGE_HTTP_CONTROL_TOKEN. "not
 read with these settings" marks one no loader reads here (STORAGE_LAMBDA_REGION in-process). It
 validates them all as the host's start, the CLI and the Lambda functions do, and exits 2 naming
 every invalid setting and every broken rule between settings (on stderr; the listing is printed
-all the same). Needs neither Kafka nor the database.
-
-  --json    {settings: [{name, tier, invalid, value, unit?, source, from?, used, problem?}], problems: [...]}
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(config, args, io, JSON_OPTION);
-    if (!parsed) return EXIT.ok;
+all the same). Needs neither Kafka nor the database.`,
+  options: jsonOption('{settings: [{name, tier, invalid, value, unit?, source, from?, used, problem?}], problems: [...]}'),
+  async run({ values }, io) {
     const { settings, problems } = effectiveSettings(io.env);
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ settings, problems }));
     } else {
       io.stdout(
@@ -55,4 +48,4 @@ all the same). Needs neither Kafka nor the database.
     // 2, as a usage error: what is wrong is the input (the environment), not a check against a service.
     return EXIT.usage;
   },
-};
+});

@@ -1,23 +1,21 @@
-import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import { REJECTION_REASONS } from '../../shared/records.js';
 import type { RejectionReason } from '../../shared/records.js';
 import { UsageError } from '../command.js';
+import type { Options } from '../command.js';
 import type { DeadLetterFilter } from '../dead-letter-store.js';
 import { parseSince } from '../time.js';
-import { parsePipeline } from './pipeline-option.js';
+import { parsePipeline, PIPELINE_OPTION } from './pipeline-option.js';
 
 /** The selection options `dlq list`, `dlq redrive` and `dlq purge` share. */
 export const FILTER_OPTIONS = {
-  pipeline: { type: 'string' },
-  reason: { type: 'string' },
-  since: { type: 'string' },
-} as const;
-
-/** The help lines of the shared selection options. */
-export const FILTER_HELP = `  --pipeline P    only pipeline P (${PIPELINE_NAMES.join(', ')})
-  --reason R      only reason R (${REJECTION_REASONS.join(', ')})
-  --since T       only dead letters stored since T: an ISO timestamp (UTC unless it has an
-                  offset) or a duration ago such as 24h, 7d`;
+  ...PIPELINE_OPTION,
+  reason: { type: 'string', value: 'R', help: `only reason R (${REJECTION_REASONS.join(', ')})` },
+  since: {
+    type: 'string',
+    value: 'T',
+    help: 'only dead letters stored since T: an ISO timestamp (UTC unless it has an offset) or a duration ago such as 24h, 7d',
+  },
+} as const satisfies Options;
 
 function isReason(value: string): value is RejectionReason {
   return (REJECTION_REASONS as readonly string[]).includes(value);

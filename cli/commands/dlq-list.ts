@@ -1,39 +1,31 @@
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { DeadLetterSummary } from '../dead-letter-store.js';
 import { isTruncated, listDeadLetters } from '../dead-letter-store.js';
 import { ellipsis, renderJson, renderTable } from '../output.js';
-import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
 
 const DEFAULT_LIMIT = 50;
 
-const OPTIONS = { ...FILTER_OPTIONS, ...JSON_OPTION, pending: { type: 'boolean' }, limit: { type: 'string' } } as const;
-
 /** `dlq list`: the newest dead letters, filtered. */
-export const dlqList: Command = {
+export const dlqList = defineCommand({
   name: 'list',
   summary: 'list dead letters, newest first',
-  help: `Usage: storage-consumer dlq list [--pipeline P] [--reason R] [--since T] [--pending] [--limit N] [--json]
-
-Lists dead letters newest first: id, when stored, pipeline, coordinates (topic-partition@offset),
+  description: `Lists dead letters newest first: id, when stored, pipeline, coordinates (topic-partition@offset),
 reason, original payload size (marked "truncated" when only part of it was kept), when it was
-re-driven, and the start of the detail (--json carries it whole).
-
-${FILTER_HELP}
-  --pending       only the ones not re-driven yet
-  --limit N       at most N (default ${DEFAULT_LIMIT}); the total that matched is always shown
-  --json          the same as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqList, args, io, OPTIONS);
-    if (!parsed) return EXIT.ok;
-    const filter = { ...parseFilter(parsed.values), pendingOnly: parsed.values.pending === true };
-    const limit = parsed.values.limit === undefined ? DEFAULT_LIMIT : Number(parsed.values.limit);
-    if (!Number.isSafeInteger(limit) || limit < 1)
-      throw new UsageError(`--limit must be a positive whole number, got ${parsed.values.limit}`);
+re-driven, and the start of the detail (--json carries it whole).`,
+  options: {
+    ...FILTER_OPTIONS,
+    pending: { type: 'boolean', help: 'only the ones not re-driven yet' },
+    limit: { type: 'string', value: 'N', help: `at most N (default ${DEFAULT_LIMIT}); the total that matched is always shown` },
+    ...jsonOption(),
+  },
+  async run({ values }, io) {
+    const filter = { ...parseFilter(values), pendingOnly: values.pending === true };
+    const limit = values.limit === undefined ? DEFAULT_LIMIT : Number(values.limit);
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new UsageError(`--limit must be a positive whole number, got ${values.limit}`);
     const { total, letters } = await withDatabase(io, ({ pool }) => listDeadLetters(pool, filter, limit));
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(
         renderJson({ total, shown: letters.length, letters: letters.map((letter) => ({ ...letter, truncated: isTruncated(letter) })) }),
       );
@@ -57,4 +49,4 @@ ${FILTER_HELP}
     io.stdout(`${letters.length} of ${total} shown\n`);
     return EXIT.ok;
   },
-};
+});

@@ -1,26 +1,17 @@
 import type pg from 'pg';
 import { beginBatchTransaction } from '../../shared/connection.js';
 import { isServerAnswer } from '../../shared/error-classification.js';
-import { recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
+import { AuditUnavailableError, recordInTransaction, resolveActor } from '../../shared/operator-actions.js';
+import type { AuditRecord } from '../../shared/operator-actions.js';
 import type { DatabaseSettings } from '../../shared/settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { PendingKept, PurgeGroup, PurgeSelection, PurgeSet } from '../dead-letter-store.js';
 import { pendingKeptByPurge, purgeableDeadLetters, purgeDeadLetters, REDRIVABLE_REASONS } from '../dead-letter-store.js';
 import { renderJson, renderTable } from '../output.js';
 import { parseDuration, parseInstant } from '../time.js';
-import { FILTER_HELP, FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
-
-const OPTIONS = {
-  ...FILTER_OPTIONS,
-  ...JSON_OPTION,
-  'older-than': { type: 'string' },
-  before: { type: 'string' },
-  'include-pending': { type: 'boolean' },
-  expect: { type: 'string' },
-  yes: { type: 'boolean' },
-} as const;
+import { FILTER_OPTIONS, parseFilter } from './dlq-filter.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 
 /** The youngest a dead letter may be and still be purged: the alarm it raised may still be under investigation. */
 const MIN_PURGE_AGE = '1d';
@@ -30,13 +21,14 @@ const MIN_PURGE_AGE_MS = parseDuration(MIN_PURGE_AGE, MIN_PURGE_AGE);
 const EXPECT = /^(\d+):([0-9a-f]{12})$/;
 
 /** `dlq purge (--older-than <duration> | --before <instant>) [--include-pending] [--expect N:D] [--yes]`. */
-export const dlqPurge: Command = {
+export const dlqPurge = defineCommand({
   name: 'purge',
   summary: 'delete old re-driven dead letters (asks for --yes)',
-  help: `Usage: storage-consumer dlq purge (--older-than <duration> | --before <instant>) [--include-pending]
-                                [--pipeline P] [--reason R] [--since T] [--expect N:DIGEST] [--yes] [--json]
-
-Deletes the dead letters stored before a cut-off (at least ${MIN_PURGE_AGE} ago) that were re-driven.
+  usage: [
+    '(--older-than <D> | --before <T>) [--include-pending] [--pipeline <P>] [--reason <R>] [--since <T>]\n' +
+      '                                [--expect <N:DIGEST>] [--yes] [--no-audit] [--json]',
+  ],
+  description: `Deletes the dead letters stored before a cut-off (at least ${MIN_PURGE_AGE} ago) that were re-driven.
 
 A pending letter (never re-driven) is kept unless --include-pending is given. Even then, a
 pending letter of a re-drivable reason (${REDRIVABLE_REASONS.join(', ')}) is kept unless --reason
@@ -47,21 +39,22 @@ pipeline and reason (oldest and newest dates), what it keeps, and the exact comm
 that set: with --before (the cut-off fixed) and --expect (the set's size and digest). With --yes
 and --expect it deletes exactly that set or, if the set changed since (letters re-driven or
 purged meanwhile), nothing (exit 1). Every --yes leaves an entry in the audit trail, in the
-deleting transaction (storage-consumer audit).
-
-  --older-than D      the age, at least ${MIN_PURGE_AGE} (e.g. 30d, 12h, 2w): the cut-off is now - D
-  --before T          the cut-off as an instant (ISO 8601, UTC unless it has an offset)
-  --include-pending   also letters never re-driven (their messages are gone for good), except
-                      re-drivable reasons not named by --reason
-  --expect N:DIGEST   with --yes: delete only if the set is still the one the preview showed
-  --yes               delete; without it the command only reports
-${FILTER_HELP}
-  --json              the result as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqPurge, args, io, OPTIONS);
-    if (!parsed) return EXIT.ok;
-    const { values } = parsed;
+deleting transaction (storage-consumer audit); when that entry cannot be written nothing is
+deleted (exit 1), unless --no-audit.`,
+  options: {
+    'older-than': { type: 'string', value: 'D', help: `the age, at least ${MIN_PURGE_AGE} (e.g. 30d, 12h, 2w): the cut-off is now - D` },
+    before: { type: 'string', value: 'T', help: 'the cut-off as an instant (ISO 8601, UTC unless it has an offset)' },
+    'include-pending': {
+      type: 'boolean',
+      help: 'also letters never re-driven (their messages are gone for good), except re-drivable reasons not named by --reason',
+    },
+    expect: { type: 'string', value: 'N:DIGEST', help: 'with --yes: delete only if the set is still the one the preview showed' },
+    yes: { type: 'boolean', help: 'delete; without it the command only reports' },
+    ...FILTER_OPTIONS,
+    ...jsonOption('the result as JSON'),
+    ...NO_AUDIT_OPTION,
+  },
+  async run({ values }, io) {
     const olderThan = values['older-than'];
     if ((olderThan === undefined) === (values.before === undefined)) {
       throw new UsageError('give exactly one of --older-than (e.g. --older-than 30d) and --before (an instant)');
@@ -86,9 +79,10 @@ ${FILTER_HELP}
     const command = exactCommand(selection);
     const expectation = expected === undefined ? undefined : { total: Number(expected[1]), digest: expected[2] ?? '' };
 
-    const { set, kept, auditId } = await withDatabase(io, async ({ pool, settings }) => {
+    const policy = auditPolicy(values);
+    const { set, kept, audit } = await withDatabase(io, async ({ pool, settings }) => {
       const kept = await pendingKeptByPurge(pool, selection);
-      if (!confirmed) return { set: await purgeableDeadLetters(pool, selection), kept, auditId: undefined };
+      if (!confirmed) return { set: await purgeableDeadLetters(pool, selection), kept, audit: undefined };
       const actor = resolveActor(io.env);
       const deleted = await deleteBounded(pool, settings.database, selection, async (client, set) => {
         if (expectation && (set.total !== expectation.total || set.digest !== expectation.digest)) {
@@ -97,24 +91,31 @@ ${FILTER_HELP}
               `it now has ${set.total}, digest ${set.digest}): nothing was deleted; run the preview again`,
           );
         }
-        const entry = await recordOperatorAction(client, {
-          actor,
-          command: 'dlq purge',
-          arguments: {
-            before: before.toISOString(),
-            ...(olderThan === undefined ? {} : { olderThan }),
-            ...(filter.pipeline === undefined ? {} : { pipeline: filter.pipeline }),
-            ...(filter.reason === undefined ? {} : { reason: filter.reason }),
-            ...(filter.since === undefined ? {} : { since: filter.since.toISOString() }),
-            includePending: selection.includePending,
-            ...(expectation === undefined ? {} : { expect: values.expect }),
+        return recordInTransaction(
+          client,
+          {
+            actor,
+            command: 'dlq purge',
+            arguments: {
+              before: before.toISOString(),
+              ...(olderThan === undefined ? {} : { olderThan }),
+              ...(filter.pipeline === undefined ? {} : { pipeline: filter.pipeline }),
+              ...(filter.reason === undefined ? {} : { reason: filter.reason }),
+              ...(filter.since === undefined ? {} : { since: filter.since.toISOString() }),
+              includePending: selection.includePending,
+              ...(expectation === undefined ? {} : { expect: values.expect }),
+            },
+            outcome: { counts: { deleted: set.total }, digest: set.digest, groups: jsonGroups(set.groups) },
           },
-          outcome: { counts: { deleted: set.total }, digest: set.digest, groups: jsonGroups(set.groups) },
-        });
-        return entry.id;
+          policy,
+        );
       });
-      return { set: deleted.set, kept, auditId: deleted.auditId };
+      return { set: deleted.set, kept, audit: deleted.audit };
+    }).catch((error) => {
+      throw auditRefusal(error, 'dlq purge', 'nothing was deleted');
     });
+    if (audit?.unrecorded !== undefined) reportUnrecorded(io, 'dlq purge', audit.unrecorded);
+    const auditId = audit?.id;
 
     if (values.json === true) {
       io.stdout(
@@ -128,7 +129,9 @@ ${FILTER_HELP}
           groups: jsonGroups(set.groups),
           pendingKept: kept.total,
           redrivableKept: kept.redrivable,
-          ...(confirmed ? { auditId } : { command: set.total > 0 ? `${command} --expect ${set.total}:${set.digest} --yes` : null }),
+          ...(confirmed
+            ? { auditId: auditId ?? null, ...(audit?.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }) }
+            : { command: set.total > 0 ? `${command} --expect ${set.total}:${set.digest} --yes` : null }),
         }),
       );
       return EXIT.ok;
@@ -144,7 +147,8 @@ ${FILTER_HELP}
           `dlq list --pending --pipeline P --reason R names them), ${set.total - pending} re-driven\n`,
       );
     io.stdout(keptLines(kept, selection));
-    if (confirmed) io.stdout(`audit entry ${auditId ?? '?'} written\n`);
+    if (confirmed && auditId !== undefined) io.stdout(`audit entry ${auditId} written\n`);
+    else if (confirmed) io.stdout('no audit entry written (--no-audit)\n');
     else if (set.total === 0) io.stdout('nothing was deleted\n');
     else
       io.stdout(
@@ -152,7 +156,7 @@ ${FILTER_HELP}
       );
     return EXIT.ok;
   },
-};
+});
 
 /** What the purge leaves alone, and how to take it if that is really meant. */
 function keptLines(kept: PendingKept, selection: PurgeSelection): string {
@@ -208,18 +212,19 @@ async function deleteBounded(
   pool: pg.Pool,
   database: DatabaseSettings,
   selection: PurgeSelection,
-  check: (client: pg.PoolClient, set: PurgeSet) => Promise<string>,
-): Promise<{ set: PurgeSet; auditId: string }> {
+  check: (client: pg.PoolClient, set: PurgeSet) => Promise<AuditRecord>,
+): Promise<{ set: PurgeSet; audit: AuditRecord }> {
   const client = await pool.connect();
   let failed: Error | undefined;
   try {
     await beginBatchTransaction(client, database);
     const set = await purgeDeadLetters(client, selection);
-    const auditId = await check(client, set);
+    const audit = await check(client, set);
     await client.query('COMMIT');
-    return { set, auditId };
+    return { set, audit };
   } catch (error) {
-    if (isServerAnswer(error) || error instanceof RefusedError) await client.query('ROLLBACK').catch(() => undefined);
+    const answered = isServerAnswer(error) || error instanceof RefusedError || error instanceof AuditUnavailableError;
+    if (answered) await client.query('ROLLBACK').catch(() => undefined);
     else failed = error instanceof Error ? error : new Error(String(error));
     throw error;
   } finally {

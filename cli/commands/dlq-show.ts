@@ -1,5 +1,4 @@
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { StoredDeadLetter } from '../dead-letter-store.js';
 import { findDeadLetter, isTruncated } from '../dead-letter-store.js';
@@ -40,27 +39,22 @@ function describe(letter: StoredDeadLetter) {
 }
 
 /** `dlq show <id>`: one dead letter, whole. */
-export const dlqShow: Command = {
+export const dlqShow = defineCommand({
   name: 'show',
   summary: 'show one dead letter: coordinates, reason, detail, payload',
-  help: `Usage: storage-consumer dlq show <id> [--json]
-
-Shows one dead letter: its Kafka coordinates, key, headers, reason and detail (with every
+  description: `Shows one dead letter: its Kafka coordinates, key, headers, reason and detail (with every
 contract violation when there were several: the first 20 and the total), when it was stored
 and re-driven, and its payload, as text when it is valid UTF-8, else as hex, with the original
-size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is no such id.
-
-  --json    the same as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(dlqShow, args, io, JSON_OPTION, { min: 1, max: 1 });
-    if (!parsed) return EXIT.ok;
-    const id = parsed.positionals[0] ?? '';
+size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is no such id.`,
+  arguments: [{ name: 'id', help: "the dead letter's numeric id (dlq list shows it)" }],
+  options: jsonOption(),
+  async run({ values, positionals }, io) {
+    const id = positionals[0] ?? '';
     if (!/^\d{1,18}$/.test(id)) throw new UsageError(`<id> must be a dead letter's numeric id, got ${JSON.stringify(id)}`);
     const letter = await withDatabase(io, ({ pool }) => findDeadLetter(pool, id));
     if (letter === undefined) throw new RefusedError(`no dead letter with id ${id}`);
     const shown = describe(letter);
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson(shown));
       return EXIT.ok;
     }
@@ -96,4 +90,4 @@ size (a truncated payload says so: it cannot be re-driven). Exit 1 when there is
     );
     return EXIT.ok;
   },
-};
+});

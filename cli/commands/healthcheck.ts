@@ -4,8 +4,8 @@ import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js'
 import type { Environment } from '../../shared/env.js';
 import { loadConsumerSettings } from '../../host/pipeline-settings.js';
 import { redactConnectionDetails } from '../../shared/redaction.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { renderJson } from '../output.js';
 import { parseDuration } from '../time.js';
 
@@ -54,13 +54,11 @@ async function checkEndpoint(env: Environment, ready: boolean, json: boolean, io
 }
 
 /** `healthcheck`: one host process's per-pipeline heartbeat files are fresh, or its HTTP endpoint says so. */
-export const healthcheck: Command = {
+export const healthcheck = defineCommand({
   name: 'healthcheck',
   summary: "check one host process's per-pipeline heartbeat files or its HTTP endpoint (container health check)",
-  help: `Usage: storage-consumer healthcheck [--max-age <duration>] [--pid <pid>] [--json]
-       storage-consumer healthcheck --http [--ready] [--json]
-
-Exit 0 when one host process has a heartbeat file in STORAGE_HEARTBEAT_DIR for every pipeline of
+  usage: ['[--max-age <D>] [--pid <N>] [--json]', '--http [--ready] [--json]'],
+  description: `Exit 0 when one host process has a heartbeat file in STORAGE_HEARTBEAT_DIR for every pipeline of
 STORAGE_PIPELINES, each written recently, and that process runs; else exit 1 naming each pipeline
 whose file is missing or stale. Needs neither Kafka nor the database: made for a container's
 HEALTHCHECK (npm run healthcheck runs it too).
@@ -70,47 +68,51 @@ The process checked is --pid, or else the one running host process with files in
 (inside a container: the host). When several running hosts write there (two hosts on one
 machine), the check fails and names them: say which one with --pid.
 
-  --max-age D   staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one
-                poll timeout: 16s with the default STORAGE_HEARTBEAT_INTERVAL_MS and
-                STORAGE_POLL_TIMEOUT_MS)
-  --pid N       check the host process N (its files, and that it runs)
-  --http        ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on
-                127.0.0.1 unless STORAGE_HTTP_HOST names one address): /healthz, exit 0 on 200
-  --ready       with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group,
-                fetching, not stalled; its database answering); exit 1 names what is missing
-
 The host writes a pipeline's file while the pipeline has not failed or stopped, and its /healthz
 applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
-<os tmpdir>/storage-consumer/heartbeats, wherever the command runs.
-  --json        the result as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(healthcheck, args, io, {
-      ...JSON_OPTION,
-      'max-age': { type: 'string' },
-      http: { type: 'boolean' },
-      ready: { type: 'boolean' },
-      pid: { type: 'string' },
-    });
-    if (!parsed) return EXIT.ok;
-    if (parsed.values.ready === true && parsed.values.http !== true) throw new UsageError('--ready goes with --http');
-    if (parsed.values.http === true) {
-      if (parsed.values['max-age'] !== undefined || parsed.values.pid !== undefined)
+<os tmpdir>/storage-consumer/heartbeats, wherever the command runs.`,
+  options: {
+    'max-age': {
+      type: 'string',
+      value: 'D',
+      help:
+        'staleness limit such as 20s or 500ms (default: 3 heartbeat intervals plus one poll timeout: 16s with the default ' +
+        'STORAGE_HEARTBEAT_INTERVAL_MS and STORAGE_POLL_TIMEOUT_MS)',
+    },
+    pid: { type: 'string', value: 'N', help: 'check the host process N (its files, and that it runs)' },
+    http: {
+      type: 'boolean',
+      help:
+        "ask the host's HTTP endpoint instead (STORAGE_HTTP_PORT, default 9464, on 127.0.0.1 unless STORAGE_HTTP_HOST names " +
+        'one address): /healthz, exit 0 on 200',
+    },
+    ready: {
+      type: 'boolean',
+      help:
+        'with --http: ask /readyz instead (every pipeline RUNNING: in its consumer group, fetching, not stalled; its database ' +
+        'answering); exit 1 names what is missing',
+    },
+    ...jsonOption('the result as JSON'),
+  },
+  async run({ values }, io) {
+    if (values.ready === true && values.http !== true) throw new UsageError('--ready goes with --http');
+    if (values.http === true) {
+      if (values['max-age'] !== undefined || values.pid !== undefined)
         throw new UsageError('--max-age and --pid are for heartbeat files, not --http');
-      return checkEndpoint(io.env, parsed.values.ready === true, parsed.values.json === true, io);
+      return checkEndpoint(io.env, values.ready === true, values.json === true, io);
     }
     const heartbeat = loadHeartbeatSettings(io.env);
     const pipelines = loadConsumerSettings(io.env).selectedPipelines;
-    const rawMaxAge = parsed.values['max-age'];
+    const rawMaxAge = values['max-age'];
     const maxAgeMs =
       rawMaxAge === undefined ? defaultMaxAgeMs(heartbeat.intervalMs, heartbeat.pollTimeoutMs) : parseDuration(rawMaxAge, '--max-age');
     if (maxAgeMs <= 0) throw new UsageError('--max-age must be longer than 0');
-    const rawPid = parsed.values.pid;
+    const rawPid = values.pid;
     if (rawPid !== undefined && !/^[1-9]\d{0,9}$/.test(rawPid))
       throw new UsageError(`--pid must be a process id, not ${JSON.stringify(rawPid)}`);
     const pid = rawPid === undefined ? undefined : Number(rawPid);
     const { problems, pid: checked, hosts } = await checkHeartbeats({ dir: heartbeat.dir, pipelines, maxAgeMs, pid });
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson({ healthy: problems.length === 0, pid: checked, pipelines, maxAgeMs, problems, hosts }));
     } else {
       for (const problem of problems) io.stdout(`unhealthy: ${problem.message}\n`);
@@ -118,4 +120,4 @@ applies this same rule to the same writes. STORAGE_HEARTBEAT_DIR defaults to
     }
     return problems.length === 0 ? EXIT.ok : EXIT.failed;
   },
-};
+});

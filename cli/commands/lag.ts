@@ -1,10 +1,10 @@
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption } from '../command.js';
 import type { GroupPosition, PartitionPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
-import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';
 import { withDatabase } from '../context.js';
 import { memberText, pausedText } from '../group-notes.js';
 import { readPipelinePauses } from '../../shared/pause-store.js';
@@ -50,24 +50,17 @@ async function readPauses(io: CliIo): Promise<Map<PipelineName, PipelinePause> |
 }
 
 /** `lag`: where each pipeline's consumer group stands. */
-export const lag: Command = {
+export const lag = defineCommand({
   name: 'lag',
   summary: 'committed offset, end offset and lag per group and partition, with members',
-  help: `Usage: storage-consumer lag [--pipeline P] [--json]
-
-For each pipeline's consumer group (those of STORAGE_PIPELINES, or just P): per partition the
+  description: `For each pipeline's consumer group (those of STORAGE_PIPELINES, or just P): per partition the
 committed offset (the next message the group will read), the end offset and the lag between them,
 and the group's state and members with their partitions. A group that never committed reads from
 the earliest message, so its lag counts from there. A paused pipeline (pipeline_pauses) is said to
-be paused: its lag grows by design. A topic that does not exist is named; exit 1 then.
-
-  --pipeline P  only that pipeline
-  --json        the same as JSON (offsets as strings)
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(lag, args, io, { ...JSON_OPTION, pipeline: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const named = parsePipeline(parsed.values.pipeline);
+be paused: its lag grows by design. A topic that does not exist is named; exit 1 then.`,
+  options: { ...PIPELINE_OPTION, ...jsonOption('the same as JSON (offsets as strings)') },
+  async run({ values }, io) {
+    const named = parsePipeline(values.pipeline);
     const [read, pauses] = await Promise.all([
       withKafkaAdmin(io, async ({ admin, settings }) => {
         const pipelines = pipelinesFor(settings, named);
@@ -83,7 +76,7 @@ be paused: its lag grows by design. A topic that does not exist is named; exit 1
       readPauses(io),
     ]);
     const failed = read.some((entry) => 'error' in entry);
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(
         renderJson({
           groups: read.map((entry) =>
@@ -107,4 +100,4 @@ be paused: its lag grows by design. A topic that does not exist is named; exit 1
     }
     return failed ? EXIT.failed : EXIT.ok;
   },
-};
+});

@@ -4,19 +4,15 @@ import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationConnection, runM
 import { loadSettings } from '../../shared/settings.js';
 import { loadSetting } from '../../shared/setting.js';
 import { STORAGE_MIGRATIONS_DIR } from '../../shared/setting-declarations.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError } from '../command.js';
 import { renderJson } from '../output.js';
 import { cliLogLine } from '../context.js';
 
 /** `migrate`: applies the pending SQL migrations. */
-export const migrate: Command = {
+export const migrate = defineCommand({
   name: 'migrate',
   summary: 'apply the pending SQL migrations',
-  help: `Usage: storage-consumer migrate [--json]
-       npm run migrate -- [--json]
-
-Applies the pending migrations of migrations/ (or STORAGE_MIGRATIONS_DIR) to the database named
+  description: `Applies the pending migrations of migrations/ (or STORAGE_MIGRATIONS_DIR) to the database named
 by DATABASE_URL (or the PG* variables), each file in its own transaction with its tracking row,
 under an advisory lock (safe to run from several places at once). It connects as the Lambda
 custom resource and the host's migrate-on-start do: same TLS (STORAGE_DB_SSL) and connect
@@ -27,12 +23,9 @@ applied) or when the lock was not free in time. While it waits for another runne
 says so on stderr. Afterwards it compares the live schema with what the applied migrations
 define (tables, columns and their types, unique keys) and fails (exit 1) naming every
 difference, e.g. "table network_metrics is missing though migration 0003 is recorded".
-
-  --json    the report as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(migrate, args, io, JSON_OPTION);
-    if (!parsed) return EXIT.ok;
+npm run migrate -- [--json] runs the same.`,
+  options: jsonOption('the report as JSON'),
+  async run({ values }, io) {
     const settings = loadSettings(io.env);
     const directory = loadSetting(io.env, STORAGE_MIGRATIONS_DIR);
     const connection = migrationConnection(settings.database);
@@ -58,7 +51,7 @@ difference, e.g. "table network_metrics is missing though migration 0003 is reco
     if (drift.length > 0) {
       throw new RefusedError(`the schema differs from what the applied migrations define: ${drift.join('; ')}`);
     }
-    if (parsed.values.json === true) {
+    if (values.json === true) {
       io.stdout(renderJson(report));
       return EXIT.ok;
     }
@@ -69,4 +62,4 @@ difference, e.g. "table network_metrics is missing though migration 0003 is reco
     );
     return EXIT.ok;
   },
-};
+});

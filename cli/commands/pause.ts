@@ -1,24 +1,54 @@
 import { resolveActor } from '../../shared/operator-actions.js';
 import { changePipelinePause, pauseChangeJson } from '../../shared/pause-store.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import type { PauseChange, PauseChangeResult } from '../../shared/pause-store.js';
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
+import type { CliIo, ParsedArgs } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import { renderJson } from '../output.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 import { parsePipeline } from './pipeline-option.js';
+
+/** The pause or resume as JSON: the one shape (shared/pause-store.ts), and the audit entry's id. */
+function resultJson(result: PauseChangeResult) {
+  const { audit } = result;
+  return {
+    ...pauseChangeJson(result),
+    auditId: audit.id ?? null,
+    ...(audit.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }),
+  };
+}
 
 /** What every host does with the change, said once for both commands. */
 const EFFECT = 'every host running it reads pipeline_pauses at least every 5 s (STORAGE_PAUSE_POLL_INTERVAL_MS)';
 
-async function change(command: Command, args: readonly string[], io: CliIo, paused: boolean): Promise<number> {
-  const parsed = parseCommandArgs(command, args, io, { ...JSON_OPTION, reason: { type: 'string' } }, { min: 1, max: 1 });
-  if (!parsed) return EXIT.ok;
-  const pipeline = parsePipeline(parsed.positionals[0] as string, 'the pipeline');
+/** The options of both commands; `why` is what `--reason` is for. */
+function options(why: string) {
+  return { reason: { type: 'string', value: 'TEXT', help: why }, ...jsonOption('the result as JSON'), ...NO_AUDIT_OPTION } as const;
+}
+type ChangeOptions = ReturnType<typeof options>;
+
+/** The pipeline named on the command line. */
+const PIPELINE_ARGUMENT = [{ name: 'pipeline', help: PIPELINE_NAMES.join(', ') }];
+
+async function change({ values, positionals }: ParsedArgs<ChangeOptions>, io: CliIo, paused: boolean): Promise<number> {
+  const command = paused ? 'pause' : 'resume';
+  const pipeline = parsePipeline(positionals[0] as string, 'the pipeline');
   if (pipeline === undefined) throw new UsageError('missing argument');
-  const result = await withDatabase(io, ({ pool, settings }) =>
-    changePipelinePause(pool, settings.database, { pipeline, paused, by: resolveActor(io.env), reason: parsed.values.reason, via: 'cli' }),
-  );
-  if (parsed.values.json === true) {
-    io.stdout(renderJson(pauseChangeJson(result)));
+  const change: PauseChange = {
+    pipeline,
+    paused,
+    by: resolveActor(io.env),
+    reason: values.reason,
+    via: 'cli',
+    audit: auditPolicy(values),
+  };
+  const result = await withDatabase(io, ({ pool, settings }) => changePipelinePause(pool, settings.database, change)).catch((error) => {
+    throw auditRefusal(error, command);
+  });
+  if (result.audit.unrecorded !== undefined) reportUnrecorded(io, command, result.audit.unrecorded);
+  if (values.json === true) {
+    io.stdout(renderJson(resultJson(result)));
     return EXIT.ok;
   }
   const { pause, previous } = result;
@@ -36,12 +66,10 @@ async function change(command: Command, args: readonly string[], io: CliIo, paus
 }
 
 /** `pause <pipeline> [--reason TEXT]`: pauses a pipeline on every host (the table, directly). */
-export const pause: Command = {
+export const pause = defineCommand({
   name: 'pause',
   summary: 'pause a pipeline on every host (works with no host reachable)',
-  help: `Usage: storage-consumer pause <pipeline> [--reason TEXT] [--json]
-
-Pauses <pipeline> (app-stats, reviews or network-metrics) on every host: writes pipeline_pauses
+  description: `Pauses <pipeline> (${PIPELINE_NAMES.join(', ')}) on every host: writes pipeline_pauses
 and an audit entry (operator_actions) in one transaction. No host needs to be reachable: each
 host reads the table at least every 5 s, finishes and commits its batch in flight, then fetches
 nothing while it stays in the consumer group (no rebalance). The pause holds across host
@@ -50,23 +78,21 @@ restarts until 'storage-consumer resume <pipeline>'. Its lag grows meanwhile.
 The Lambda functions do not read the table: on AWS, disable the pipeline's event source mapping
 (docs/operations.md, "Pause, resume and status").
 
-  --reason TEXT  why (shown by 'status' and kept in the audit trail)
-  --json         the result as JSON
-`,
-  run: (args, io) => change(pause, args, io, true),
-};
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.`,
+  arguments: PIPELINE_ARGUMENT,
+  options: options("why (shown by 'status' and kept in the audit trail)"),
+  run: (args, io) => change(args, io, true),
+});
 
 /** `resume <pipeline>`: resumes a paused pipeline on every host. */
-export const resume: Command = {
+export const resume = defineCommand({
   name: 'resume',
   summary: 'resume a paused pipeline on every host',
-  help: `Usage: storage-consumer resume <pipeline> [--reason TEXT] [--json]
-
-Resumes <pipeline> on every host: writes pipeline_pauses and an audit entry in one transaction.
+  description: `Resumes <pipeline> on every host: writes pipeline_pauses and an audit entry in one transaction.
 Each host reads the table at least every 5 s and fetches again from the committed offsets.
 
-  --reason TEXT  why (kept in the audit trail)
-  --json         the result as JSON
-`,
-  run: (args, io) => change(resume, args, io, false),
-};
+Refused (exit 1, nothing changed) when the audit entry cannot be written, unless --no-audit.`,
+  arguments: PIPELINE_ARGUMENT,
+  options: options('why (kept in the audit trail)'),
+  run: (args, io) => change(args, io, false),
+});

@@ -7,10 +7,9 @@ import { createKafka } from '../../kafka/connection.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
-import { PIPELINES } from '../../shared/pipelines.js';
+import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 import type { KafkaRecord } from '../../shared/records.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import { renderJson } from '../output.js';
 import { parsePipeline } from './pipeline-option.js';
 
@@ -96,12 +95,11 @@ function renderRecord(view: ReturnType<typeof inspect>, full: boolean): string {
 }
 
 /** `peek <pipeline> --partition N --offset X [--count K]`: read records, store nothing. */
-export const peek: Command = {
+export const peek = defineCommand({
   name: 'peek',
   summary: "read records of a pipeline's topic over the host's Kafka connection and show the contract's verdict; stores nothing",
-  help: `Usage: storage-consumer peek <pipeline> --partition N --offset X [--count K] [--full] [--json]
-
-Reads K records (default ${DEFAULT_COUNT}, at most ${MAX_COUNT}) of the pipeline's topic from offset X of partition N, over
+  usage: ['<pipeline> --partition <N> --offset <X> [--count <K>] [--full] [--json]'],
+  description: `Reads K records (default ${DEFAULT_COUNT}, at most ${MAX_COUNT}) of the pipeline's topic from offset X of partition N, over
 the same Kafka connection as the host (KAFKA_BROKERS, TLS, SASL PLAIN/SCRAM, MSK IAM), and prints
 for each: its key, its headers in wire order, its timestamp, its value (as text, or as hex when
 it is not UTF-8) and what the pipeline's contract makes of it: the decoded fields, or the
@@ -111,26 +109,19 @@ no consumer group of the service is touched (a throw-away group reads, then is d
 Offsets without a record (transaction markers, compacted records) are passed over: peek shows
 the records from X up to the end of the partition, at most K. A key, header, value or field
 longer than ${SHOWN_CHARACTERS} characters is cut, with its length said (--json never cuts).
-Exit 1 when the partition or offset does not exist.
-
-  --partition N  the partition
-  --offset X     the first offset to read
-  --count K      how many records (default ${DEFAULT_COUNT})
-  --full         every value in full, however long
-  --json         the records as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(
-      peek,
-      args,
-      io,
-      { ...JSON_OPTION, partition: { type: 'string' }, offset: { type: 'string' }, count: { type: 'string' }, full: { type: 'boolean' } },
-      { min: 1, max: 1 },
-    );
-    if (!parsed) return EXIT.ok;
-    const name = parsePipeline(parsed.positionals[0], '<pipeline>');
+Exit 1 when the partition or offset does not exist.`,
+  arguments: [{ name: 'pipeline', help: PIPELINE_NAMES.join(', ') }],
+  options: {
+    partition: { type: 'string', value: 'N', help: 'the partition (required)' },
+    offset: { type: 'string', value: 'X', help: 'the first offset to read (required)' },
+    count: { type: 'string', value: 'K', help: `how many records (default ${DEFAULT_COUNT}, at most ${MAX_COUNT})` },
+    full: { type: 'boolean', help: 'every value in full, however long' },
+    ...jsonOption('the records as JSON'),
+  },
+  async run({ values, positionals }, io) {
+    const name = parsePipeline(positionals[0], '<pipeline>');
     if (name === undefined) throw new UsageError('<pipeline> is required');
-    const { partition: partitionText, offset: offsetText, count: countText = String(DEFAULT_COUNT) } = parsed.values;
+    const { partition: partitionText, offset: offsetText, count: countText = String(DEFAULT_COUNT) } = values;
     if (partitionText === undefined || !WHOLE_NUMBER.test(partitionText))
       throw new UsageError('--partition N is required (a partition number)');
     if (offsetText === undefined || !WHOLE_NUMBER.test(offsetText)) throw new UsageError('--offset X is required (an offset)');
@@ -168,14 +159,14 @@ Exit 1 when the partition or offset does not exist.
     }
     const event = buildKafkaEvent(messages.map((message) => toSourceRecord(topic, partition, message)));
     const views = parseKafkaEvent(event).map((record) => inspect(name, record));
-    if (parsed.values.json === true) io.stdout(renderJson({ pipeline: name, topic, partition, records: views }));
-    else io.stdout(views.map((view) => renderRecord(view, parsed.values.full === true)).join('\n'));
+    if (values.json === true) io.stdout(renderJson({ pipeline: name, topic, partition, records: views }));
+    else io.stdout(views.map((view) => renderRecord(view, values.full === true)).join('\n'));
     if (note !== undefined) io.stderr(`storage-consumer peek: ${note}\n`);
     if (views.length === 0)
       io.stderr(`storage-consumer peek: no records from offset ${offset} to the end of partition ${partition} of ${topic}\n`);
     return EXIT.ok;
   },
-};
+});
 
 /**
  * `count` records of one partition from `offset`, read by a consumer of a throw-away group that

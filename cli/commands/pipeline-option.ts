@@ -3,6 +3,11 @@ import type { PipelineName } from '../../shared/pipelines.js';
 import type { ConsumerSettings } from '../../host/pipeline-settings.js';
 import { UsageError } from '../command.js';
 
+/** `--pipeline P` of the commands that look at one pipeline or all of them (`lag`, `status`). */
+export const PIPELINE_OPTION = {
+  pipeline: { type: 'string', value: 'P', help: `only that pipeline (${PIPELINE_NAMES.join(', ')})` },
+} as const;
+
 /** Checks a pipeline named on the command line; `undefined` stays `undefined`. */
 export function parsePipeline(named: string | undefined, what = '--pipeline'): PipelineName | undefined {
   if (named === undefined || isPipelineName(named)) return named;

@@ -1,8 +1,10 @@
+import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { Admin } from 'kafkajs';
-import { recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
+import type pg from 'pg';
+import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
+import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
 import type { PipelineSettings } from '../../host/pipeline-settings.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, RefusedError, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
@@ -13,6 +15,7 @@ import type { ReplayStep } from '../replay-plan.js';
 import { describeSkips, planReplay } from '../replay-plan.js';
 import { parseSince } from '../time.js';
 import { groupHeading } from './lag.js';
+import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 import { parsePipeline } from './pipeline-option.js';
 
 /** Where a replay moves the group: the earliest message kept, the end, the first at or after an instant, or one offset. */
@@ -139,13 +142,102 @@ interface Replay {
   readonly steps: readonly ReplayStep[];
   /** Why it was not (or, in a dry run, would not be) done; `undefined` when it was (or would be). */
   readonly refusal: string | undefined;
+  /** The reset was made (kafkajs answered): all planned partitions moved unless `unconfirmed` names some. */
+  readonly reset: boolean;
+  /** The position read right after the reset was tried; `undefined` when none was tried. */
   readonly after: GroupPosition | undefined;
+  /** Partitions whose committed offset is not the planned one after the reset (a member joined meanwhile). */
+  readonly unconfirmed: readonly number[];
+  /** The audit entry (written `started` before the reset, completed after), or why there is none. */
+  readonly audit: AuditRecord | undefined;
+  /** The entry could not be completed: it stays `started` with the plan. */
+  readonly completionError: string | undefined;
+}
+
+/** What a replay request asks for. */
+interface ReplayRequest {
+  readonly target: ReplayTarget;
+  readonly partition: number | undefined;
+  readonly allowSkip: boolean;
+  readonly dryRun: boolean;
+  readonly createGroup: boolean;
+  readonly audit: AuditPolicy;
+}
+
+/** The audit entry's arguments and plan (the offsets before and after per partition, the ranges skipped). */
+function auditAction(actor: string, name: string, before: GroupPosition, steps: readonly ReplayStep[], request: ReplayRequest) {
+  const skipped = steps.reduce((sum, step) => sum + step.skipped, 0n);
+  return {
+    actor,
+    command: 'replay',
+    arguments: {
+      pipeline: name,
+      group: before.group,
+      topic: before.topic,
+      to: targetJson(request.target),
+      partition: request.partition ?? null,
+      allowSkip: request.allowSkip,
+      createGroup: request.createGroup,
+    },
+    outcome: {
+      partitions: steps.map((step) => ({
+        topic: before.topic,
+        partition: step.partition,
+        before: step.before?.toString() ?? null,
+        after: step.after.toString(),
+      })),
+      skipped: steps
+        .filter((step) => step.skipped > 0n)
+        .map((step) => ({
+          topic: before.topic,
+          partition: step.partition,
+          from: (step.after - step.skipped).toString(),
+          to: step.after.toString(),
+          count: step.skipped.toString(),
+        })),
+      counts: { skipped: Number(skipped) },
+    },
+  };
+}
+
+/**
+ * What really happened, for the completed entry: per partition the offset committed now beside
+ * the planned one. kafkajs resets offsets through a consumer of the group: when a host joins at
+ * that moment the two share the partitions and only those the reset was assigned move, so each
+ * partition is read back rather than the plan recorded as done.
+ */
+function observedOutcome(
+  planned: OperatorActionOutcome,
+  steps: readonly ReplayStep[],
+  after: GroupPosition | undefined,
+  failure: string | undefined,
+) {
+  const committed = new Map(after?.partitions.map((partition) => [partition.partition, partition.committed]) ?? []);
+  const partitions = steps.map((step) => {
+    const now = committed.get(step.partition);
+    return {
+      topic: after?.topic,
+      partition: step.partition,
+      before: step.before?.toString() ?? null,
+      after: now === undefined ? null : (now?.toString() ?? null),
+      planned: step.after.toString(),
+      applied: now === step.after,
+    };
+  });
+  return {
+    ...planned,
+    partitions,
+    ...(after === undefined ? {} : { members: after.members.length }),
+    ...(failure === undefined ? {} : { error: failure }),
+  };
 }
 
 async function replayGroup(
   admin: Admin,
+  pool: pg.Pool,
   pipeline: PipelineSettings,
-  request: { target: ReplayTarget; partition: number | undefined; allowSkip: boolean; dryRun: boolean; createGroup: boolean },
+  request: ReplayRequest,
+  actor: string,
 ): Promise<Replay> {
   const byTime = request.target.kind === 'timestamp' ? await offsetsAt(admin, pipeline.topic, request.target.at) : undefined;
   const before = await groupPosition(admin, pipeline);
@@ -161,7 +253,22 @@ async function replayGroup(
         : skips && !request.allowSkip
           ? skipRefusal(before, steps)
           : undefined;
-  if (refusal !== undefined || request.dryRun) return { before, steps, refusal, after: undefined };
+  const nothing = { reset: false, after: undefined, unconfirmed: [], audit: undefined, completionError: undefined };
+  if (refusal !== undefined || request.dryRun) return { before, steps, refusal, ...nothing };
+
+  // Audit before acting: the plan is recorded before any offset moves; no entry, no reset.
+  const action = auditAction(actor, pipeline.name, before, steps, request);
+  let audit: AuditRecord;
+  try {
+    audit = { id: (await recordOperatorAction(pool, action, 'started')).id };
+  } catch (error) {
+    const unavailable = auditUnavailable(error);
+    if (request.audit === 'required') throw unavailable;
+    audit = { unrecorded: unavailable.reason };
+  }
+
+  let failure: string | undefined;
+  let refused: string | undefined;
   try {
     await admin.setOffsets({
       groupId: pipeline.group,
@@ -169,23 +276,48 @@ async function replayGroup(
       partitions: steps.map((step) => ({ partition: step.partition, offset: step.after.toString() })),
     });
   } catch (error) {
+    failure = error instanceof Error ? error.message : String(error);
     // A member joined between the check and the reset: kafkajs refuses a group that is not empty.
-    if (!/no running instances/.test(String(error))) throw error;
-    const now = await groupPosition(admin, pipeline);
-    return { before: now, steps, refusal: membersRefusal(now), after: undefined };
+    if (!/no running instances/.test(failure)) refused = `the reset failed: ${failure}`;
   }
-  return { before, steps, refusal: undefined, after: await groupPosition(admin, pipeline) };
+  const after = await groupPosition(admin, pipeline).catch(() => undefined);
+  if (failure !== undefined && refused === undefined) refused = after ? membersRefusal(after) : failure;
+  const unconfirmed = steps.filter((step) => after?.partitions.find((p) => p.partition === step.partition)?.committed !== step.after);
+  if (refused !== undefined && !/no running instances/.test(failure ?? '')) {
+    const moved = steps.filter((step) => !unconfirmed.includes(step) && step.before !== step.after).map((step) => step.partition);
+    if (moved.length > 0) refused += `; partition(s) ${moved.join(', ')} hold the planned offset now`;
+  }
+  const state = failure === undefined && unconfirmed.length === 0 ? 'completed' : 'failed';
+  let completionError: string | undefined;
+  if (audit.id !== undefined) {
+    try {
+      await completeOperatorAction(pool, audit.id, state, observedOutcome(action.outcome, steps, after, refused));
+    } catch (error) {
+      completionError = auditUnavailable(error).reason;
+    }
+  }
+  return {
+    before,
+    steps,
+    refusal: refused,
+    reset: failure === undefined,
+    after,
+    unconfirmed: unconfirmed.map((step) => step.partition),
+    audit,
+    completionError,
+  };
 }
 
 /** `replay <pipeline> --to ... | --partition N --to-offset X`: moves one pipeline's consumer group. */
-export const replay: Command = {
+export const replay = defineCommand({
   name: 'replay',
   summary: "reset one pipeline's consumer group (or one partition) to earliest, latest, a timestamp or an offset",
-  help: `Usage: storage-consumer replay <pipeline> --to earliest|latest|<ISO timestamp>|<duration> [--partition N] [--allow-skip]
-                                [--create-group] [--stage S] [--dry-run] [--json]
-       storage-consumer replay <pipeline> --partition N --to-offset X [--allow-skip] [--dry-run] [--json]
-
-Moves the committed offsets of that pipeline's consumer group, and of no other group:
+  usage: [
+    '<pipeline> --to earliest|latest|<ISO timestamp>|<duration> [--partition <N>] [--allow-skip]\n' +
+      '                                [--create-group] [--stage <S>] [--dry-run] [--no-audit] [--json]',
+    '<pipeline> --partition <N> --to-offset <X> [--allow-skip] [--create-group] [--stage <S>] [--dry-run] [--no-audit] [--json]',
+  ],
+  description: `Moves the committed offsets of that pipeline's consumer group, and of no other group:
   earliest         the oldest message still on the topic: everything is consumed again
   latest           the end of the topic: what is there now is skipped (e.g. a legacy backlog
                    at the first deployment)
@@ -194,8 +326,15 @@ Moves the committed offsets of that pipeline's consumer group, and of no other g
   --to-offset X    exactly offset X of partition N (X from the partition's first kept offset
                    to its end): e.g. move past the one record that blocks a partition
 Re-consuming is safe: every write is idempotent. Prints per partition the committed offset
-before and after, the end, the lag after and the offsets skipped. A reset writes an entry in
-the audit trail right after the offsets changed (storage-consumer audit).
+before and after, the end, the lag after and the offsets skipped.
+
+Audit before acting: the plan (group, partitions, offsets before and after, skipped ranges) is
+written to the audit trail as a "started" entry BEFORE any offset moves, and completed after
+with what each partition holds then ("completed", or "failed"; storage-consumer audit). When
+that entry cannot be written (PostgreSQL unreachable, the table not writable) the replay is
+refused and nothing moves, unless --no-audit: then it resets and says the change is unrecorded.
+A partition whose offset is not the planned one after the reset (a host joined the group at
+that moment) is named, the entry is "failed", and the exit code is 1.
 
 Refused (exit 1, nothing changed; --dry-run exits the same way, changing nothing either way):
   * when the group does not exist (no members, no committed offset): a mistyped group name
@@ -205,42 +344,42 @@ Refused (exit 1, nothing changed; --dry-run exits the same way, changing nothing
     again (docs/operations.md);
   * when it would move any partition forward past offsets the group has not committed
     (whatever of them is not stored would never be), unless --allow-skip is given; the refusal
-    names each partition and the number of offsets it would skip.
-
-  --to T           earliest, latest, an ISO timestamp or a duration ago (24h)
-  --partition N    only partition N (the others keep their offsets)
-  --to-offset X    with --partition: exactly offset X
-  --allow-skip     allow moving forward past offsets the group has not committed
-  --create-group   allow a group that does not exist yet (it is created)
-${STAGE_OPTION.help}
-  --dry-run        print what would change and whether it would be refused; change nothing
-  --json           the same as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const options = {
-      ...JSON_OPTION,
-      ...STAGE_OPTION.options,
-      to: { type: 'string' },
-      'to-offset': { type: 'string' },
-      partition: { type: 'string' },
-      'allow-skip': { type: 'boolean' },
-      'create-group': { type: 'boolean' },
-      'dry-run': { type: 'boolean' },
-    } as const;
-    const parsed = parseCommandArgs(replay, args, io, options, { min: 1, max: 1 });
-    if (!parsed) return EXIT.ok;
-    const name = parsePipeline(parsed.positionals[0], '<pipeline>');
+    names each partition and the number of offsets it would skip.`,
+  arguments: [{ name: 'pipeline', help: PIPELINE_NAMES.join(', ') }],
+  options: {
+    to: { type: 'string', value: 'T', help: 'earliest, latest, an ISO timestamp or a duration ago (24h)' },
+    partition: { type: 'string', value: 'N', help: 'only partition N (the others keep their offsets)' },
+    'to-offset': { type: 'string', value: 'X', help: 'with --partition: exactly offset X' },
+    'allow-skip': { type: 'boolean', help: 'allow moving forward past offsets the group has not committed' },
+    'create-group': { type: 'boolean', help: 'allow a group that does not exist yet (it is created)' },
+    ...STAGE_OPTION,
+    'dry-run': { type: 'boolean', help: 'print what would change and whether it would be refused; change nothing' },
+    ...jsonOption(),
+    ...NO_AUDIT_OPTION,
+  },
+  async run({ values, positionals }, io) {
+    const name = parsePipeline(positionals[0], '<pipeline>');
     if (name === undefined) throw new UsageError('<pipeline> is required');
-    const partition = parsePartition(parsed.values.partition);
-    const target = parseTarget(parsed.values.to, parsed.values['to-offset'], partition);
-    const allowSkip = parsed.values['allow-skip'] === true;
-    const createGroup = parsed.values['create-group'] === true;
-    const dryRun = parsed.values['dry-run'] === true;
-    const stagedIo = applyStage(io, parsed.values.stage);
-    const result = await withKafkaAdmin(stagedIo, ({ admin, settings }) =>
-      replayGroup(admin, settings.pipelines[name], { target, partition, allowSkip, dryRun, createGroup }),
-    );
-    const { before, steps, refusal, after } = result;
+    const partition = parsePartition(values.partition);
+    const target = parseTarget(values.to, values['to-offset'], partition);
+    const allowSkip = values['allow-skip'] === true;
+    const createGroup = values['create-group'] === true;
+    const dryRun = values['dry-run'] === true;
+    const stagedIo = applyStage(io, values.stage);
+    const request: ReplayRequest = { target, partition, allowSkip, dryRun, createGroup, audit: auditPolicy(values) };
+    let result: Replay;
+    try {
+      // The database first: the audit entry is written before the offsets move.
+      result = await withDatabase(stagedIo, ({ pool }) =>
+        withKafkaAdmin(stagedIo, ({ admin, settings }) =>
+          replayGroup(admin, pool, settings.pipelines[name], request, resolveActor(io.env)),
+        ),
+      );
+    } catch (error) {
+      throw auditRefusal(error, 'replay', 'nothing was changed: no offset moved');
+    }
+    const { before, steps, refusal, after, audit, unconfirmed, completionError } = result;
+    if (audit?.unrecorded !== undefined) reportUnrecorded(stagedIo, 'replay', audit.unrecorded);
     const skipped = steps.reduce((sum, step) => sum + step.skipped, 0n);
     const plan = steps.map((step) => ({
       partition: step.partition,
@@ -249,50 +388,13 @@ ${STAGE_OPTION.help}
       end: step.end.toString(),
       skipped: step.skipped.toString(),
     }));
-    let auditId: string | undefined;
-    let auditError: string | undefined;
-    if (after !== undefined) {
-      // Right after the offsets changed (they live in Kafka, not in this database's transaction).
-      try {
-        auditId = await withDatabase(stagedIo, async ({ pool }) => {
-          const entry = await recordOperatorAction(pool, {
-            actor: resolveActor(io.env),
-            command: 'replay',
-            arguments: {
-              pipeline: name,
-              group: before.group,
-              topic: before.topic,
-              to: targetJson(target),
-              partition: partition ?? null,
-              allowSkip,
-              createGroup,
-            },
-            outcome: {
-              partitions: steps.map((step) => ({
-                topic: before.topic,
-                partition: step.partition,
-                before: step.before?.toString() ?? null,
-                after: step.after.toString(),
-              })),
-              skipped: steps
-                .filter((step) => step.skipped > 0n)
-                .map((step) => ({
-                  topic: before.topic,
-                  partition: step.partition,
-                  from: (step.after - step.skipped).toString(),
-                  to: step.after.toString(),
-                  count: step.skipped.toString(),
-                })),
-              counts: { skipped: Number(skipped) },
-            },
-          });
-          return entry.id;
-        });
-      } catch (error) {
-        auditError = error instanceof Error ? error.message : String(error);
-      }
-    }
-    if (parsed.values.json === true) {
+    const notConfirmed =
+      result.reset && unconfirmed.length > 0
+        ? `the reset is not confirmed on partition(s) ${unconfirmed.join(', ')} of ${steps.length}: their committed offsets are not the ` +
+          `planned ones (a member joined the group during the reset: it has ${after?.members.length ?? '?'} member(s) now); ` +
+          (audit?.id === undefined ? 'nothing recorded it' : `audit entry ${audit.id} records what each partition holds`)
+        : undefined;
+    if (values.json === true) {
       io.stdout(
         renderJson({
           pipeline: name,
@@ -302,31 +404,36 @@ ${STAGE_OPTION.help}
           dryRun,
           allowSkip,
           createGroup,
-          replayed: after !== undefined,
+          replayed: result.reset,
           refused: refusal !== undefined,
           refusal: refusal ?? null,
           skipped: skipped.toString(),
           plan,
+          unconfirmed,
           before: positionJson(before),
           after: after === undefined ? null : positionJson(after),
-          auditId: auditId ?? null,
-          ...(auditError === undefined ? {} : { auditError }),
+          auditId: audit?.id ?? null,
+          ...(audit?.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }),
+          ...(completionError === undefined ? {} : { auditError: completionError }),
         }),
       );
     } else {
       if (refusal !== undefined) io.stdout(`${dryRun ? 'dry run: would be refused' : 'refused'}: ${refusal}\n\n`);
-      const verb =
-        after !== undefined ? 'reset' : refusal !== undefined ? 'plan, not applied: reset' : 'dry run, nothing changed: would reset';
+      const verb = result.reset ? 'reset' : refusal !== undefined ? 'plan, not applied: reset' : 'dry run, nothing changed: would reset';
       io.stdout(`${groupHeading(before)}${verb} to ${describeTarget(target)}:\n${renderSteps(steps)}`);
-      if (auditId !== undefined) io.stdout(`audit entry ${auditId} written\n`);
+      if (audit?.id !== undefined && completionError === undefined) io.stdout(`audit entry ${audit.id} written\n`);
     }
-    if (auditError !== undefined) {
-      throw new RefusedError(`the offsets WERE reset, but the audit entry could not be written: ${auditError}; record this replay by hand`);
+    if (completionError !== undefined) {
+      throw new RefusedError(
+        `the offsets WERE reset, but audit entry ${audit?.id ?? '?'} could not be completed: ${completionError}; it records the plan ` +
+          `and stays "started"`,
+      );
     }
+    if (notConfirmed !== undefined) throw new RefusedError(notConfirmed);
     if (refusal !== undefined) throw new RefusedError(refusal);
     return EXIT.ok;
   },
-};
+});
 
 /** Per partition: the committed offset before and after, the end, the lag after and what is skipped. */
 function renderSteps(steps: readonly ReplayStep[]): string {

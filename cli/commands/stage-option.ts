@@ -8,9 +8,13 @@ import { isStage, STAGES } from '../../shared/stages.js';
 
 /** `--stage S`: look at the consumer groups stage S deploys (shared/stages.ts). */
 export const STAGE_OPTION = {
-  options: { stage: { type: 'string' } },
-  help: `  --stage S        the consumer group names of stage S (${STAGES.join(', ')}), as its deployment sets them
-                   (a STORAGE_GROUP_<PIPELINE> variable that is set wins)`,
+  stage: {
+    type: 'string',
+    value: 'S',
+    help:
+      `the consumer group names of stage S (${STAGES.join(', ')}), as its deployment sets them ` +
+      '(a STORAGE_GROUP_<PIPELINE> variable that is set wins)',
+  },
 } as const;
 
 /** Checks a stage named on the command line. */

@@ -2,14 +2,13 @@ import type { PipelineStatusDocument } from '../../host/status-report.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { readPipelinePauses } from '../../shared/pause-store.js';
 import type { PipelinePause } from '../../shared/pause-store.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { GroupPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
-import { parsePipeline, pipelinesFor } from './pipeline-option.js';
+import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';
 import { envSuffix } from '../../shared/pipeline-spec.js';
 
 /** A host's status endpoint gets this long to answer. */
@@ -148,28 +147,29 @@ function viewJson(view: PipelineView, pauseError: string | undefined) {
 }
 
 /** `status`: the cluster view of every pipeline, from Kafka and PostgreSQL, and one host's live view. */
-export const status: Command = {
+export const status = defineCommand({
   name: 'status',
   summary: 'per pipeline: group, members and their partitions, offsets, lag, pause state',
-  help: `Usage: storage-consumer status [--pipeline P] [--host URL] [--json]
-
-The cluster view of each pipeline (those of STORAGE_PIPELINES, or just P), from Kafka and
+  description: `The cluster view of each pipeline (those of STORAGE_PIPELINES, or just P), from Kafka and
 PostgreSQL: the group's state, its members with their partitions, per partition the owner, the
 committed offset, the end offset and the lag, and whether the pipeline is paused (who, when,
 why; from pipeline_pauses). It needs no host.
 
-  --host URL    also that host's live view from its HTTP endpoint (e.g. http://host-1:9464):
-                its state, the batches it has in flight and its last error
-  --pipeline P  only that pipeline
-  --json        the same as JSON (offsets as strings)
-
-Exit code 1 when the pause state or the host could not be read (the rest is printed).
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(status, args, io, { ...JSON_OPTION, pipeline: { type: 'string' }, host: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const named = parsePipeline(parsed.values.pipeline);
-    const host = parsed.values.host;
+Exit code 1 when the pause state or the host could not be read (the rest is printed).`,
+  options: {
+    host: {
+      type: 'string',
+      value: 'URL',
+      help:
+        "also that host's live view from its HTTP endpoint (e.g. http://host-1:9464): its state, the batches it has in " +
+        'flight and its last error',
+    },
+    ...PIPELINE_OPTION,
+    ...jsonOption('the same as JSON (offsets as strings)'),
+  },
+  async run({ values }, io) {
+    const named = parsePipeline(values.pipeline);
+    const host = values.host;
     if (host !== undefined && !/^https?:\/\/\S+$/.test(host))
       throw new UsageError(`--host must be an http(s) URL such as http://127.0.0.1:9464, got ${JSON.stringify(host)}`);
     const positions = await withKafkaAdmin(io, ({ admin, settings }) =>
@@ -189,9 +189,9 @@ Exit code 1 when the pause state or the host could not be read (the rest is prin
         host: host === undefined ? undefined : await hostStatus(host, position.pipeline as PipelineName),
       })),
     );
-    if (parsed.values.json === true) io.stdout(renderJson({ pipelines: views.map((view) => viewJson(view, pauseError)) }));
+    if (values.json === true) io.stdout(renderJson({ pipelines: views.map((view) => viewJson(view, pauseError)) }));
     else io.stdout(views.map((view) => renderView(view, pauseError)).join('\n'));
     const hostFailed = views.some((view) => view.host !== undefined && 'error' in view.host);
     return pauseError !== undefined || hostFailed ? EXIT.failed : EXIT.ok;
   },
-};
+});

@@ -13,8 +13,8 @@ import type { PipelineName } from '../../shared/pipelines.js';
 import type { ConsumerSettings } from '../../host/pipeline-settings.js';
 import { STORAGE_GROUP } from '../../host/setting-declarations.js';
 import { SettingsReader } from '../../shared/setting.js';
-import type { CliIo, Command } from '../command.js';
-import { EXIT, JSON_OPTION, parseCommandArgs, UsageError } from '../command.js';
+import type { CliIo } from '../command.js';
+import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { cliLogger, createCliPool } from '../context.js';
 import type { DeadLetterCount } from '../dead-letter-store.js';
 import { countDeadLetters } from '../dead-letter-store.js';
@@ -344,12 +344,11 @@ function lagThresholds(stage: string | undefined, maxLag: string | undefined): L
 /** `verify`: the stack end to end, step by step. */
 const DEFAULT_THRESHOLDS = `${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}`;
 
-export const verify: Command = {
+export const verify = defineCommand({
   name: 'verify',
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',
-  help: `Usage: storage-consumer verify [--stage S | --max-lag N] [--json]
-
-Runs every check, in this order, each whatever the others found, and names each that failed:
+  usage: ['[--stage <S> | --max-lag <N>] [--json]'],
+  description: `Runs every check, in this order, each whatever the others found, and names each that failed:
   schema        every migration applied, checksums match, and the live tables, columns and
                 unique keys are the ones the applied migrations define (drift is named)
   topics        each pipeline's topic exists with ${TOPIC_PARTITIONS} partitions
@@ -360,22 +359,23 @@ Runs every check, in this order, each whatever the others found, and names each 
                 are: a group-name mismatch); a paused pipeline is named as paused
 The pipelines are those of STORAGE_PIPELINES (all of them by default); the first line names the
 groups checked and where each name came from. Exit 0 only when every check holds, 1 when one
-failed.
-
-  --stage S     stage S (${STAGES.join(', ')}): the lag thresholds of its offset-lag alarms AND its
-                consumer group names (dev: storage-consumer-dev.<pipeline>; a
-                STORAGE_GROUP_<PIPELINE> variable that is set wins); default thresholds
-                ${DEFAULT_THRESHOLDS} and the default groups (storage-consumer.<pipeline>, as
-                the host and npm start use them)
-  --max-lag N   one threshold for every group instead
-  --json        the whole report as JSON
-`,
-  async run(args: readonly string[], io: CliIo): Promise<number> {
-    const parsed = parseCommandArgs(verify, args, io, { ...JSON_OPTION, 'max-lag': { type: 'string' }, stage: { type: 'string' } });
-    if (!parsed) return EXIT.ok;
-    const maxLag = lagThresholds(parsed.values.stage, parsed.values['max-lag']);
-    const host = loadHostSettings(applyStage(io, parsed.values.stage).env);
-    const groups = checkedGroups(io, host.storage, parsed.values.stage);
+failed.`,
+  options: {
+    stage: {
+      type: 'string',
+      value: 'S',
+      help:
+        `stage S (${STAGES.join(', ')}): the lag thresholds of its offset-lag alarms AND its consumer group names ` +
+        '(dev: storage-consumer-dev.<pipeline>; a STORAGE_GROUP_<PIPELINE> variable that is set wins); default thresholds ' +
+        `${DEFAULT_THRESHOLDS} and the default groups (storage-consumer.<pipeline>, as the host and npm start use them)`,
+    },
+    'max-lag': { type: 'string', value: 'N', help: 'one threshold for every group instead' },
+    ...jsonOption('the whole report as JSON'),
+  },
+  async run({ values }, io) {
+    const maxLag = lagThresholds(values.stage, values['max-lag']);
+    const host = loadHostSettings(applyStage(io, values.stage).env);
+    const groups = checkedGroups(io, host.storage, values.stage);
     const pool = createCliPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
     let connected: Promise<Admin> | undefined;
@@ -386,10 +386,10 @@ failed.
         pool,
         admin: () => (connected ??= admin.connect().then(() => admin)),
         maxLag,
-        stage: parsed.values.stage,
+        stage: values.stage,
       });
       const ok = reports.every((report) => report.status === 'ok');
-      if (parsed.values.json === true) {
+      if (values.json === true) {
         const failedStep = reports.find((report) => report.status === 'failed')?.step ?? null;
         const steps: StepReport[] = reports.map(({ details: _details, ...report }) => report);
         io.stdout(renderJson({ ok, failedStep, maxLag, groups: groups.json, steps }));
@@ -401,4 +401,4 @@ failed.
       await Promise.allSettled([pool.end(), connected === undefined ? Promise.resolve() : admin.disconnect()]);
     }
   },
-};
+});

@@ -62,6 +62,11 @@ export interface BrokerOptions {
   readonly stopTimeoutMs?: number;
   /** Progress lines; default: none. */
   readonly log?: (line: string) => void;
+  /**
+   * Broker settings over the defaults below, e.g. `{ 'group.initial.rebalance.delay.ms': '3000' }`
+   * (Kafka's own default, which these brokers set to 0) for a test of what production brokers do.
+   */
+  readonly properties?: Readonly<Record<string, string>>;
 }
 
 /** A cluster to use: one this process started, or the one `KAFKA_BROKERS` names. */
@@ -144,7 +149,9 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
     if (running !== undefined) throw new BrokerAlreadyRunningError(running.pid, running.brokers, dataDir);
     let controllerPort: number;
     [port, controllerPort] = await choosePorts(options.port ?? 0, options.controllerPort ?? 0);
-    await writeFile(propertiesFile, serverProperties(dataDir, port, controllerPort));
+    const extra = Object.entries(options.properties ?? {}).map(([key, value]) => `${key}=${value}\n`);
+    // A key written again later in the file wins (java.util.Properties).
+    await writeFile(propertiesFile, serverProperties(dataDir, port, controllerPort) + extra.join(''));
     launched = await launch(distribution.classpath, heapMb, dataDir);
   } catch (error) {
     if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });

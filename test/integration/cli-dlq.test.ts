@@ -29,7 +29,7 @@ async function deadLetters(): Promise<
   Array<{ id: string; reason: string; detail: string; redriven_at: Date | null; kafka_offset: string }>
 > {
   const result = await schema.pool.query(
-    'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY id',
+    'SELECT id::text, reason, detail, redriven_at, kafka_offset::text FROM dead_letter_events ORDER BY dead_letter_events.id',
   );
   return result.rows;
 }
@@ -501,7 +501,7 @@ describe('the storage-consumer bin', () => {
     expect(missing.stderr).toContain('no dead letter with id 999999');
     expect(usage.code).toBe(2);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'");
   });
 
   it('runs the host through `run`: a missing setting stops it with exit 1', async () => {

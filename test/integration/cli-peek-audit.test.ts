@@ -172,8 +172,8 @@ describe('audit', () => {
 
     // Assess
     expect(table.code).toBe(0);
-    expect(table.stdout.split('\n')[0]).toMatch(/^\s*ID\s+TIME\s+ACTOR\s+COMMAND\s+ARGUMENTS\s+OUTCOME$/);
-    expect(table.stdout).toMatch(/runbook-walker\s+replay\s+\{.*"pipeline":"app-stats"/);
+    expect(table.stdout.split('\n')[0]).toMatch(/^\s*ID\s+TIME\s+ACTOR\s+COMMAND\s+STATE\s+ARGUMENTS\s+OUTCOME$/);
+    expect(table.stdout).toMatch(/runbook-walker\s+replay\s+completed\s+\{.*"pipeline":"app-stats"/);
     const { entries } = JSON.parse(json.stdout) as {
       entries: Array<{ actor: string; command: string; outcome: { partitions: unknown[] } }>;
     };

@@ -138,19 +138,32 @@ describe('replay reviews', () => {
     expect(report.after?.partitions.map((partition) => partition.committed)).toEqual(['0', '0', '0']);
     expect(report.after?.lag).toBe(Number([...ends.values()].reduce((sum, end) => sum + end, 0n)));
     expect(asStrings(await committedOffsets(admin, names.groups.reviews, names.topics.reviews))).toEqual(['0', '0', '0']);
-    // The audit entry, written right after the offsets changed: offsets before and after per partition
-    const entry = await schema.pool.query<{ command: string; arguments: Record<string, unknown>; outcome: { partitions: unknown[] } }>(
-      'SELECT command, arguments, outcome FROM operator_actions WHERE id = $1',
-      [report.auditId],
-    );
+    // The audit entry, written before the offsets moved and completed after: per partition the
+    // offset before, the one committed after the reset, and the planned one
+    const entry = await schema.pool.query<{
+      command: string;
+      state: string;
+      completed_at: Date | null;
+      arguments: Record<string, unknown>;
+      outcome: { partitions: unknown[] };
+    }>('SELECT command, state, completed_at, arguments, outcome FROM operator_actions WHERE id = $1', [report.auditId]);
     expect(entry.rows[0]).toMatchObject({
       command: 'replay',
+      state: 'completed',
+      completed_at: expect.any(Date),
       arguments: { pipeline: 'reviews', group: names.groups.reviews, to: { kind: 'earliest' } },
     });
     expect(entry.rows[0]?.outcome.partitions).toEqual(
       [...ends]
         .sort(([a], [b]) => a - b)
-        .map(([partition, end]) => ({ topic: names.topics.reviews, partition, before: end.toString(), after: '0' })),
+        .map(([partition, end]) => ({
+          topic: names.topics.reviews,
+          partition,
+          before: end.toString(),
+          after: '0',
+          planned: '0',
+          applied: true,
+        })),
     );
     expect(await committedOffsets(admin, names.groups['app-stats'], names.topics['app-stats'])).toEqual(appStatsBefore);
     expect(await committedOffsets(admin, names.groups['network-metrics'], names.topics['network-metrics'])).toEqual(networkBefore);

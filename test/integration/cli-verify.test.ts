@@ -357,7 +357,9 @@ describe('verify fails at the step that broke', () => {
     // Prepare: a database whose last migration was never applied
     const behind = await createMigratedSchema([], 'cliverifyschema');
     try {
-      await behind.pool.query('DROP TABLE pipeline_pauses; DELETE FROM storage_consumer_migrations WHERE version = 6');
+      await behind.pool.query(
+        'ALTER TABLE operator_actions DROP COLUMN state, DROP COLUMN completed_at; DELETE FROM storage_consumer_migrations WHERE version = 7',
+      );
       const names = await createTestPipelines('cli-verify-schema');
 
       // Act
@@ -367,10 +369,10 @@ describe('verify fails at the step that broke', () => {
       // Assess
       expect(code).toBe(1);
       expect(report.failedStep).toBe('schema');
-      expect(report.steps[0]?.summary).toBe('not applied: 0006_pipeline_pauses.sql');
+      expect(report.steps[0]?.summary).toBe('not applied: 0007_operator_action_state.sql');
       // Every independent check still ran and reported
       expect(report.steps.slice(1).map((step) => step.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
-      expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0006_pipeline_pauses.sql');
+      expect(table.stdout).toContain('verify FAILED at step schema: not applied: 0007_operator_action_state.sql');
     } finally {
       await behind.drop();
     }

@@ -241,6 +241,7 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
       'migrations/0004_dead_letter_events.sql',
       'migrations/0005_operator_actions.sql',
       'migrations/0006_pipeline_pauses.sql',
+      'migrations/0007_operator_action_state.sql',
     ]);
     if (stage === 'prod') {
       console.log(

@@ -21,6 +21,7 @@ import type { HostTestStack } from '../helpers/host.js';
 import { produce } from '../helpers/kafka.js';
 import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleReview } from '../helpers/messages.js';
+import { deadlineIn } from '../../host/clock.js';
 
 let schema: TestSchema;
 let admin: Admin;
@@ -94,7 +95,7 @@ function below(event: KafkaEvent, offset: number): KafkaEvent {
   };
 }
 
-const farDeadline = () => Date.now() + 60_000;
+const farDeadline = () => deadlineIn(60_000);
 
 async function storedReviews(topic: string): Promise<number[]> {
   const { rows } = await schema.pool.query<{ offset: string }>(

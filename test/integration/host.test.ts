@@ -141,7 +141,7 @@ describe('host: poll, invoke, commit', () => {
 
     // Assess
     const { rows: letters } = await schema.pool.query<{ kafka_offset: string; reason: string }>(
-      'SELECT kafka_offset::text, reason FROM dead_letter_events WHERE topic = $1 ORDER BY kafka_offset',
+      'SELECT kafka_offset::text, reason FROM dead_letter_events WHERE topic = $1 ORDER BY dead_letter_events.kafka_offset',
       [topics['network-metrics']],
     );
     expect(letters).toEqual([
@@ -149,7 +149,7 @@ describe('host: poll, invoke, commit', () => {
       { kafka_offset: String(first + 3n), reason: 'invalid_message' },
     ]);
     const { rows: stored } = await schema.pool.query<{ source_offset: string }>(
-      'SELECT source_offset::text FROM network_metrics WHERE source_partition = 1 AND source_offset >= $1 ORDER BY source_offset',
+      'SELECT source_offset::text FROM network_metrics WHERE source_partition = 1 AND source_offset >= $1 ORDER BY network_metrics.source_offset',
       [first.toString()],
     );
     expect(stored.map((row) => BigInt(row.source_offset) - first)).toEqual([0n, 2n, 4n, 5n]);

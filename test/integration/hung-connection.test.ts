@@ -9,6 +9,7 @@ import { sampleReview } from '../helpers/messages.js';
 import { captureLogger, lambdaEvent, testSettings } from '../helpers/lambda-events.js';
 import type { TcpProxy } from '../helpers/tcp-proxy.js';
 import { startTcpProxy, throughProxy } from '../helpers/tcp-proxy.js';
+import { deadlineIn } from '../../host/clock.js';
 
 const WEATHER = { id: 301, package_name: 'com.example.weather' };
 // Short timeouts so a hang is found in seconds: the client gives up 1 s after the statement
@@ -119,16 +120,16 @@ describe('a connection whose packets are silently dropped', () => {
     const settings = testSettings(throughProxy(schema.url, proxy), { ...TIMEOUTS, STORAGE_FAILURE_RESPONSE: 'throw' });
     const invoker = createInProcessInvoker('reviews', settings);
     closers.push(() => invoker.close());
-    await invoker.invoke(reviews('warm-host', 50), Date.now() + 60_000);
+    await invoker.invoke(reviews('warm-host', 50), deadlineIn(60_000));
     proxy.blackholeExisting();
     proxy.blackholeNew(true);
 
     // Act
     const started = Date.now();
-    const hung = await invoker.invoke(reviews('host', 60), Date.now() + 10_000);
+    const hung = await invoker.invoke(reviews('host', 60), deadlineIn(10_000));
     const hungMs = Date.now() - started;
     proxy.blackholeNew(false);
-    const healed = await invoker.invoke(reviews('host', 60), Date.now() + 60_000);
+    const healed = await invoker.invoke(reviews('host', 60), deadlineIn(60_000));
 
     // Assess
     expect(hung).toMatchObject({ kind: 'error', fatal: false });

@@ -125,7 +125,7 @@ describe('runMigrations', () => {
                      ORDER BY k.ord) AS columns
          FROM pg_constraint c
         WHERE c.contype = 'u' AND c.connamespace = $1::regnamespace
-        ORDER BY 1`,
+        ORDER BY c.conrelid::regclass::text`,
       [schema.schema],
     );
     expect(uniqueKeys.rows).toEqual([
@@ -145,7 +145,7 @@ describe('runMigrations', () => {
          FROM pg_constraint c
          JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
         WHERE c.contype = 'f' AND c.connamespace = $1::regnamespace AND cardinality(c.conkey) = 1
-        ORDER BY 1`,
+        ORDER BY c.conrelid::regclass::text`,
       [schema.schema],
     );
     expect(foreignKeys.rows).toEqual(
@@ -157,13 +157,14 @@ describe('runMigrations', () => {
       })),
     );
 
-    expect(MIGRATION_FILES.slice(0, 6)).toEqual([
+    expect(MIGRATION_FILES.slice(0, 7)).toEqual([
       '0001_app_stats.sql',
       '0002_reviews.sql',
       '0003_network_metrics.sql',
       '0004_dead_letter_events.sql',
       '0005_operator_actions.sql',
       '0006_pipeline_pauses.sql',
+      '0007_operator_action_state.sql',
     ]);
     expect(await trackingRows(schema)).toEqual(
       await Promise.all(

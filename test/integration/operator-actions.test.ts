@@ -52,6 +52,8 @@ describe('the audit trail (operator_actions)', () => {
           command: 'replay',
           arguments: { pipeline: 'reviews', to: 'earliest' },
           outcome: { partitions: [{ partition: 0, before: '17', after: '0' }] },
+          state: 'completed',
+          completedAt: expect.any(Date),
         },
       ]);
       expect(written.time).toBeInstanceOf(Date);

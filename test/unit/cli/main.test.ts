@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { EXIT_CODES } from '../../../cli/command.js';
+import type { Command, LeafCommand } from '../../../cli/command.js';
 import { COMMANDS, main } from '../../../cli/main.js';
 /** Runs the CLI in-process with no services reachable: only argument handling can succeed. */
 async function cli(...argv: string[]) {
@@ -21,11 +23,76 @@ describe('the command line', () => {
 
     expect(help.code).toBe(0);
     for (const command of COMMANDS) expect(help.stdout).toContain(`  ${command.name} `);
-    expect(help.stdout).toContain('Exit codes: 0 ok; 1');
+    for (const { code, meaning } of EXIT_CODES) expect(help.stdout).toContain(`  ${code}  ${meaning.replaceAll('`', '')}\n`);
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('Usage: storage-consumer <command>');
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toContain('unknown command "frobnicate"');
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'");
+  });
+
+  it('answers a mistyped command or option with exit 2, a suggestion and the usage', async () => {
+    const command = await cli('stauts');
+    const sub = await cli('dlq', 'lsit');
+    const option = await cli('dlq', 'list', '--jsn');
+    const shared = await cli('replay', 'reviews', '--stgae', 'dev');
+
+    expect(command.code).toBe(2);
+    expect(command.stderr).toContain("storage-consumer: unknown command 'stauts'\n(Did you mean status?)");
+    expect(command.stderr).toContain('Usage: storage-consumer <command> [options]');
+    expect(sub.code).toBe(2);
+    expect(sub.stderr).toContain("storage-consumer dlq: unknown command 'lsit'\n(Did you mean list?)");
+    expect(sub.stderr).toContain('Usage: storage-consumer dlq <command> [options]');
+    expect(option.code).toBe(2);
+    expect(option.stderr).toBe(
+      "storage-consumer dlq list: unknown option '--jsn'\n(Did you mean --json?)\n" +
+        'Usage: storage-consumer dlq list [--pipeline <P>] [--reason <R>] [--since <T>] [--pending] [--limit <N>] [--json]\n' +
+        'Run storage-consumer dlq list --help for usage.\n',
+    );
+    expect(shared.code).toBe(2);
+    expect(shared.stderr).toContain('(Did you mean --stage?)');
+    for (const run of [command, sub, option, shared]) expect(run.stdout).toBe('');
+  });
+
+  it('takes --option value and --option=value, negative numbers as values, and the last of a repeated option', async () => {
+    const spaced = await cli('dlq', 'list', '--limit', '0');
+    const joined = await cli('dlq', 'list', '--limit=0');
+    const negative = await cli('dlq', 'list', '--limit', '-5');
+    const repeated = await cli('dlq', 'list', '--limit', '5', '--limit', '0');
+    const negativeId = await cli('dlq', 'show', '-5');
+
+    for (const run of [spaced, joined, repeated]) {
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain('--limit must be a positive whole number, got 0');
+    }
+    expect(negative.code).toBe(2);
+    expect(negative.stderr).toContain('--limit must be a positive whole number, got -5');
+    expect(negativeId.code).toBe(2);
+    expect(negativeId.stderr).toContain(`<id> must be a dead letter's numeric id, got "-5"`);
+    // Past the parser: the last --limit (5) was taken, and the unreachable database answers (exit 1).
+    const valid = await cli('dlq', 'list', '--limit', '0', '--limit', '5');
+    expect(valid.code).toBe(1);
+    expect(valid.stderr).toMatch(/^storage-consumer dlq list: error: /);
+  });
+
+  it('lists every declared option and argument in the help, and --json on every command but run', async () => {
+    const leaves = (command: Command, path: string[]): Array<[string[], LeafCommand]> =>
+      'subcommands' in command ? command.subcommands.flatMap((sub) => leaves(sub, [...path, sub.name])) : [[path, command]];
+    for (const [path, command] of COMMANDS.flatMap((command) => leaves(command, [command.name]))) {
+      const help = (await cli(...path, '--help')).stdout;
+      for (const name of Object.keys(command.options)) expect(help, path.join(' ')).toMatch(new RegExp(`\\n  --${name}\\b`));
+      for (const argument of command.arguments ?? []) expect(help, path.join(' ')).toContain(`<${argument.name}>`);
+      if (command.name !== 'run') expect(Object.keys(command.options), path.join(' ')).toContain('json');
+    }
+    const run = await cli('run', '--json');
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("unknown option '--json'");
+  });
+
+  it('documents the exit codes in one table, the one the help prints', () => {
+    const operations = readFileSync(new URL('../../../docs/operations.md', import.meta.url), 'utf8');
+    const section = operations.split(/^## /m).find((part) => part.startsWith('Exit codes\n')) ?? '';
+    const rows = new Map([...section.matchAll(/^\| `?(\d+)`? \| (.+) \|$/gm)].map((match) => [Number(match[1]), match[2] ?? ''] as const));
+    for (const { code, meaning } of EXIT_CODES) expect(rows.get(code), `exit code ${code}`).toContain(meaning);
   });
 
   it('prints its version with --version (the package.json version)', async () => {
@@ -68,6 +135,10 @@ describe('the command line', () => {
       ['dlq', 'purge', '--older-than', 'a while'],
       ['healthcheck', '--max-age', 'forever'],
       ['migrate', '--force'],
+      ['dlq', 'show', '1', '2'],
+      ['pause'],
+      ['run', 'now'],
+      [],
     ];
     for (const argv of cases) {
       const run = await cli(...argv);

@@ -38,7 +38,7 @@ const target: PipelinesTarget = {
   },
   async control(pipeline, paused, by) {
     if (pipeline === 'app-stats') throw Object.assign(new Error('password authentication failed for user "svc_user"'), { code: '28P01' });
-    return { pause: { pipeline, paused, by, at: new Date(0), reason: null }, previous: undefined };
+    return { pause: { pipeline, paused, by, at: new Date(0), reason: null }, previous: undefined, audit: { id: '1' } };
   },
 };
 

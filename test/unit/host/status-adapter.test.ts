@@ -88,7 +88,7 @@ describe('the status adapter', () => {
     });
   });
 
-  it('refuses control before the pause control exists, naming the state; then writes through it, via http, naming the host', async () => {
+  it('refuses control before the pause control exists, naming the state; then writes through it, via http, naming the host, the audit required', async () => {
     const change = vi.fn(() => Promise.resolve({ pause: { paused: true }, previous: undefined }));
     const host: { control?: PauseControl } = {};
     const { source: s } = source({ pauseControl: () => host.control });
@@ -103,6 +103,7 @@ describe('the status adapter', () => {
       reason: 'load test',
       via: 'http',
       details: { host: 'box:42' },
+      audit: 'required',
     });
   });
 });

@@ -39,7 +39,7 @@ function recordingTarget(): PipelinesTarget & { readonly calls: ControlCall[] } 
     async control(pipeline, paused, by, reason) {
       calls.push({ pipeline, paused, by, reason });
       const pause = { pipeline, paused, by, at: new Date('2026-12-01T12:00:00Z'), reason: reason ?? null };
-      return { pause, previous: undefined };
+      return { pause, previous: undefined, audit: { id: '1' } };
     },
   };
 }
