@@ -1,4 +1,4 @@
-import { createPipelineHandler } from './batch-handler.js';
+import { createPipelineHandler } from '../invoke/batch-handler.js';
 import { createPipelineMetrics, recordBatchMetrics } from './metrics.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';

@@ -17,7 +17,7 @@
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import pg from 'pg';
-import { createPipelineHandler } from '../aws/batch-handler.js';
+import { createPipelineHandler } from '../invoke/batch-handler.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
 import { decodeReview } from '../shared/contracts/reviews.js';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { ensureTopics } from '../host/topics.js';
+import { ensureTopics } from '../kafka/topics.js';
 import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
 import { CHAOS_PIPELINES } from './plan.js';
 import type { PipelineName } from '../shared/pipelines.js';

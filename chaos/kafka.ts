@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Admin, Message, Producer } from 'kafkajs';
-import { installKafkajsWorkarounds } from '../host/kafkajs/index.js';
+import { installKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { LoggedRecord } from './model.js';
 import type { PlannedMessage } from './plan.js';

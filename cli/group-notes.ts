@@ -6,7 +6,7 @@
  */
 import { AssignerProtocol } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import type { GroupMember } from '../host/lag.js';
+import type { GroupMember } from '../kafka/lag.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 
 /** Another consumer group with members reading the same topic. */

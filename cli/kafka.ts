@@ -1,8 +1,8 @@
 import { logLevel } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import { createKafka } from '../host/kafka-connection.js';
-import type { GroupPosition } from '../host/lag.js';
-import type { KafkaSettings } from '../host/settings.js';
+import { createKafka } from '../kafka/connection.js';
+import type { GroupPosition } from '../kafka/lag.js';
+import type { KafkaSettings } from '../kafka/settings.js';
 import { loadHostSettings } from '../host/settings.js';
 import type { Environment } from '../shared/env.js';
 import type { ConsumerSettings } from '../host/pipeline-settings.js';

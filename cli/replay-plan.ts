@@ -1,4 +1,4 @@
-import type { GroupPosition } from '../host/lag.js';
+import type { GroupPosition } from '../kafka/lag.js';
 
 /** One partition of a replay: where the group is, where it goes, and what that skips. */
 export interface ReplayStep {

@@ -18,7 +18,7 @@ import type { InvocationResult, Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
-import { batchFields } from './progress.js';
+import { batchFields } from '../shared/batch-report.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from './settings.js';
 

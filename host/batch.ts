@@ -2,7 +2,7 @@ import type { KafkaMessage } from 'kafkajs';
 import { buildKafkaEvent, eventSizeBytes, eventTimestamp } from '../shared/kafka-event-builder.js';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
-import { wireRecordOf } from './kafkajs/wire-records.js';
+import { TIMESTAMP_TYPE, toSourceRecord } from '../kafka/source-record.js';
 
 /** What kafkajs' `eachBatch` hands over for one partition, as plain data. */
 export interface PolledBatch {
@@ -52,37 +52,6 @@ const base64Length = (bytes: number): number => 4 * Math.ceil(bytes / 3);
 // The JSON skeleton of one record as buildKafkaEvent lays it out, without its variable parts.
 const RECORD_SKELETON = Buffer.byteLength('{"topic":,"partition":,"offset":,"timestamp":,"timestampType":,"value":,"headers":[]}');
 const KEY_FIELD = Buffer.byteLength(',"key":');
-const TIMESTAMP_TYPE = 'CREATE_TIME';
-
-/**
- * kafkajs groups repeated header names into arrays; the event lists one entry per header, in
- * wire order, which host/kafkajs/wire-records.ts recovers. Without it (a message not decoded
- * through it) the grouped order is the best there is.
- */
-function headersOf(message: KafkaMessage): NonNullable<SourceRecord['headers']> {
-  const wire = wireRecordOf(message);
-  if (wire) return wire.headers;
-  const headers: Array<{ name: string; value: Buffer | string | null }> = [];
-  for (const [name, value] of Object.entries(message.headers ?? {})) {
-    if (value === undefined) continue;
-    for (const item of Array.isArray(value) ? value : [value]) headers.push({ name, value: item });
-  }
-  return headers;
-}
-
-/** Converts a kafkajs message into the source record the shared event builder takes. */
-export function toSourceRecord(topic: string, partition: number, message: KafkaMessage): SourceRecord {
-  return {
-    topic,
-    partition,
-    offset: message.offset,
-    timestamp: message.timestamp,
-    timestampType: wireRecordOf(message)?.timestampType ?? TIMESTAMP_TYPE,
-    key: message.key,
-    value: message.value,
-    headers: headersOf(message),
-  };
-}
 
 function signedByteDigits(bytes: Buffer): number {
   let digits = Math.max(0, bytes.length - 1); // the commas

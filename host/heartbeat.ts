@@ -1,3 +1,7 @@
+/**
+ * The per-pipeline heartbeat files (docs/design.md section 9): written by the host while a
+ * pipeline lives, read by `storage-consumer healthcheck` (one rule with `/healthz`).
+ */
 import { mkdirSync, readFileSync, writeFile } from 'node:fs';
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * The host's HTTP endpoint: `/healthz`, `/readyz`, `/metrics` and the pipeline API
+ * (host/status-api.ts) on one port.
+ */
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
@@ -5,8 +9,8 @@ import { ConfigurationError } from '../shared/errors.js';
 import { redactAnswer } from '../shared/redaction.js';
 import { handlePipelinesRequest } from './status-api.js';
 import type { PipelinesTarget } from './status-api.js';
-import type { Readiness } from './readiness.js';
-import type { HostState, Liveness } from './supervisor.js';
+import type { Readiness } from './health.js';
+import type { HostState, Liveness } from './health.js';
 import type { HttpSettings } from './settings.js';
 
 /** The paths the endpoint serves (an interface: probes and scrape configs name them). */

@@ -1,10 +1,14 @@
+/**
+ * How the host invokes a pipeline's handler with an event: in-process (the batch handler itself)
+ * or through the Lambda Invoke API, with the invocation's deadline, and what came back.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import { RetryBudgetExhaustedError } from '../shared/errors.js';
 import type { MonotonicInstant } from './clock.js';
 import { msUntil } from './clock.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
-import { createPipelineHandler } from '../aws/batch-handler.js';
+import { createPipelineHandler } from '../invoke/batch-handler.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { PingResult } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
@@ -84,7 +88,7 @@ export function createInProcessInvoker(
   const handler = createPipelineHandler(pipeline, {
     settings,
     onBatch: metrics && ((report) => metrics.recordsStored(report)),
-    onRetry: (retry) => {
+    onWait: (retry) => {
       metrics?.retried();
       // The batch in flight keeps the retry's number and error: the status and the stall line show them.
       for (const partition of retry.partitions) progress?.retried(partition, retry.error);

@@ -1,3 +1,7 @@
+/**
+ * The host's Prometheus metrics (`/metrics`): per pipeline batches, records, retries, lag and its
+ * age, progress states, read from the progress records at scrape time.
+ */
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { BatchReport } from '../shared/batch-report.js';

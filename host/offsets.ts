@@ -1,4 +1,9 @@
+/**
+ * The pure offset decisions: from what an invocation returned (a partial batch response, a
+ * failure) to where each partition of the event continues and what is committed.
+ */
 import type { EventPartition } from './batch.js';
+import { isObject } from '../shared/kafka-event.js';
 
 /** What came back from one invocation, as the offset decisions see it. */
 export type HandlerOutcome =
@@ -32,8 +37,6 @@ export interface OffsetDecision {
    */
   readonly reportedWithoutSwitch: number;
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** A reported offset as a decimal string, or undefined when it is not a non-negative integer. */
 function offsetText(value: unknown): string | undefined {

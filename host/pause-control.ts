@@ -1,3 +1,7 @@
+/**
+ * The host's side of pause and resume: reads `pipeline_pauses` at start and every poll interval,
+ * applies it to the consumers, and writes the HTTP API's changes.
+ */
 import type pg from 'pg';
 import { createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';

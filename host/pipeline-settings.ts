@@ -1,3 +1,7 @@
+/**
+ * The consumer settings the host and the CLI share: the shared settings plus every pipeline's
+ * Kafka side (topic, group, batch size) and the host's selection of pipelines.
+ */
 import { deepFreeze } from '../shared/env.js';
 import type { Environment } from '../shared/env.js';
 import { isPipelineName, PIPELINE_NAMES } from '../shared/pipelines.js';

@@ -1,5 +1,5 @@
 import type { CoreLogger } from '../shared/logger.js';
-import { isKafkajsTimeoutWarning } from './kafkajs/warnings.js';
+import { isKafkajsTimeoutWarning } from '../kafka/kafkajs/warnings.js';
 
 /**
  * Process-wide guards of a host process: an uncaught exception or unhandled rejection is

@@ -3,7 +3,8 @@ import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
 import type { Heartbeat } from './heartbeat.js';
 import type { InFlightBatch, PipelineProgress, PipelineState, ProgressBounds } from './progress.js';
-import { batchFields, describeBatch, evaluateProgress } from './progress.js';
+import { batchFields } from '../shared/batch-report.js';
+import { describeBatch, evaluateProgress } from './progress.js';
 
 /** How often a watch looks at its record. */
 const TICK_MS = 1_000;

@@ -661,18 +661,3 @@ export function describeBatch(batch: InFlightBatch, now: number = systemClock.mo
     `${seconds(now - batch.startedAt)} old${error}`
   );
 }
-
-/** The JSON fields every log line about a batch carries (docs/operations.md). */
-export function batchFields(batch: {
-  readonly topic: string;
-  readonly partition: number;
-  readonly firstOffset: string;
-  readonly lastOffset: string;
-}): {
-  topic: string;
-  partition: number;
-  first_offset: string;
-  last_offset: string;
-} {
-  return { topic: batch.topic, partition: batch.partition, first_offset: batch.firstOffset, last_offset: batch.lastOffset };
-}

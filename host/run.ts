@@ -1,7 +1,11 @@
+/**
+ * Running the host as a process: checks the kafkajs workarounds, starts the HTTP endpoint and the
+ * host, installs the signal handlers and turns the host's end into an exit code.
+ */
 import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
 import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';
-import { verifyKafkajsWorkarounds } from './kafkajs/index.js';
+import { verifyKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
 import { createHostMetrics } from './metrics.js';
 import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
@@ -29,7 +33,7 @@ const RELAYED_SIGINT_MS = 500;
  * gives up at once (exit 1), except a SIGINT within {@link RELAYED_SIGINT_MS} of the first.
  * The handlers are installed explicitly, so this also works as PID 1 in a container, where
  * the kernel would otherwise ignore SIGTERM. Before all that, the installed kafkajs is checked
- * (host/kafkajs/index.ts): a version other than the pinned one, or one that would lose record
+ * (kafka/kafkajs/index.ts): a version other than the pinned one, or one that would lose record
  * headers, rejects with a `KafkajsIncompatibleError`.
  */
 export async function runHost(settings: HostSettings, options: HostOptions = {}): Promise<number> {

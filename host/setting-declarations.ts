@@ -1,3 +1,7 @@
+/**
+ * The catalog of the host's and the CLI's settings: each declared once (schema, default, unit,
+ * runtimes, tier, rules); the loaders read through it and docs/settings.md is generated from it.
+ */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -14,6 +18,8 @@ import {
   STORAGE_DB_STATEMENT_TIMEOUT_MS,
   STORAGE_FAILURE_RESPONSE,
 } from '../shared/setting-declarations.js';
+import { SASL_MECHANISMS } from '../kafka/settings.js';
+import type { SaslMechanism } from '../kafka/settings.js';
 
 /**
  * The settings only the host (and the CLI, which reaches the same Kafka groups) reads: the
@@ -25,13 +31,6 @@ import {
 /** How the host calls a pipeline's handler. */
 export const INVOKE_MODES = ['in-process', 'lambda'] as const;
 export type InvokeMode = (typeof INVOKE_MODES)[number];
-
-/**
- * SASL mechanisms accepted from the environment: kafkajs' user/password ones, and `aws-msk-iam`
- * (MSK with IAM access control: OAUTHBEARER tokens signed by AWS's signer library).
- */
-export const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'aws-msk-iam'] as const;
-export type SaslMechanism = (typeof SASL_MECHANISMS)[number];
 
 /** The synchronous Invoke payload limit, which an event source mapping also respects. */
 export const MAX_EVENT_BYTES = 6_291_456;

@@ -1,3 +1,8 @@
+/**
+ * The host's settings, read from the environment through the declarations
+ * (host/setting-declarations.ts): Kafka, invocation, HTTP, heartbeat, progress bounds, and the
+ * consumer settings the CLI shares.
+ */
 import { readFileSync } from 'node:fs';
 import { deepFreeze } from '../shared/env.js';
 import type { Environment } from '../shared/env.js';
@@ -48,29 +53,8 @@ import {
   STORAGE_SHUTDOWN_TIMEOUT_MS,
   STORAGE_STALL_AFTER_MS,
 } from './setting-declarations.js';
-import type { InvokeMode, SaslMechanism } from './setting-declarations.js';
-
-/** SASL with a user name and a password (PLAIN, SCRAM). */
-export interface PasswordSasl {
-  readonly mechanism: Exclude<SaslMechanism, 'aws-msk-iam'>;
-  readonly username: string;
-  readonly password: string;
-}
-
-/** MSK IAM: credentials from the default AWS provider chain, tokens signed for `region`. */
-export interface AwsMskIamSasl {
-  readonly mechanism: 'aws-msk-iam';
-  readonly region: string;
-}
-
-/** How to reach Kafka. */
-export interface KafkaSettings {
-  readonly brokers: readonly string[];
-  readonly clientId: string;
-  /** TLS; `undefined` = plaintext. `ca` is the PEM text of `KAFKA_SSL_CA_FILE`, read at start. */
-  readonly ssl: { readonly ca: string | undefined; readonly rejectUnauthorized: boolean } | undefined;
-  readonly sasl: PasswordSasl | AwsMskIamSasl | undefined;
-}
+import type { InvokeMode } from './setting-declarations.js';
+import type { KafkaSettings } from '../kafka/settings.js';
 
 /** Where the handler runs. */
 export interface InvokeSettings {

@@ -1,11 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isPipelineName } from '../shared/pipelines.js';
-import type { PipelineName } from '../shared/pipelines.js';
-import { AuditUnavailableError } from '../shared/operator-actions.js';
-import type { PauseChangeResult } from '../shared/pause-store.js';
-import { errorCode, redactAnswer } from '../shared/redaction.js';
-
 /**
  * The host's Kafka Connect-like pipeline API (docs/operations.md, "Pause, resume and status"):
  * - `GET /pipelines`: every pipeline of this host with its state;
@@ -17,6 +9,14 @@ import { errorCode, redactAnswer } from '../shared/redaction.js';
  *   a JSON error when the change or its audit entry cannot be written (no entry, no change).
  * An unknown pipeline (or one this host does not run) is a 404 with a JSON body.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isPipelineName } from '../shared/pipelines.js';
+import type { PipelineName } from '../shared/pipelines.js';
+import { AuditUnavailableError } from '../shared/operator-actions.js';
+import { pauseChangeJson } from '../shared/pause-store.js';
+import type { PauseChangeResult } from '../shared/pause-store.js';
+import { errorCode, redactAnswer } from '../shared/redaction.js';
 
 /** The path prefix of the API (an interface: operators and the CLI's `--host` call it). */
 const PIPELINES_PATH = '/pipelines';
@@ -205,14 +205,6 @@ export async function handlePipelinesRequest(
     send(response, 503, { error: `the ${action} could not be written to pipeline_pauses: ${errorCode(error)}; nothing changed` });
     return true;
   }
-  const { pause, previous } = result;
-  send(response, 202, {
-    pipeline: name,
-    paused: pause.paused,
-    was_paused: previous?.paused ?? false,
-    by: pause.by,
-    at: pause.at.toISOString(),
-    reason: pause.reason,
-  });
+  send(response, 202, pauseChangeJson(result));
   return true;
 }

@@ -1,4 +1,8 @@
-import type { GroupPosition } from './lag.js';
+/**
+ * The status document of one pipeline (`GET /pipelines/{pipeline}/status`, `storage-consumer
+ * status`): built from its progress record, the broker's view of its group and its pause.
+ */
+import type { GroupPosition } from '../kafka/lag.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 import { redactConnectionDetails } from '../shared/redaction.js';

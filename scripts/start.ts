@@ -26,7 +26,7 @@ import { runHost } from '../host/run.js';
 import { loadHostSettings } from '../host/settings.js';
 import { installProcessGuards } from '../host/process-guards.js';
 import { createHostLogger } from '../host/supervisor.js';
-import { ensureTopics } from '../host/topics.js';
+import { ensureTopics } from '../kafka/topics.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';

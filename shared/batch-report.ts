@@ -1,3 +1,7 @@
+/**
+ * What one batch did and how it is said: the partial batch response, the batch report, its log
+ * line's fields and the batch-position fields every log line about a batch carries.
+ */
 import type { RecordDelays } from './record-delay.js';
 import type { WriteOutcome } from './records.js';
 
@@ -55,9 +59,27 @@ export function batchLogFields(report: BatchReport): Record<string, unknown> {
 
 /**
  * Where a batch sits, as every log line about it names it (docs/operations.md): `topic`,
- * `partition`, `first_offset`, `last_offset` (offsets as decimal strings). Given when the event
- * holds one partition (always on the host); an event of several partitions (an MSK mapping may
- * send one) is named by the `partitions` field of the line instead.
+ * `partition`, `first_offset`, `last_offset` (offsets as decimal strings). The one builder of
+ * these fields: the host's lines, the batch handler's line and the rejection log use it.
+ */
+export function batchFields(batch: {
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: string;
+  readonly lastOffset: string;
+}): {
+  topic: string;
+  partition: number;
+  first_offset: string;
+  last_offset: string;
+} {
+  return { topic: batch.topic, partition: batch.partition, first_offset: batch.firstOffset, last_offset: batch.lastOffset };
+}
+
+/**
+ * {@link batchFields} of an event's records when the event holds one partition (always on the
+ * host); an event of several partitions (an MSK mapping may send one) is named by the
+ * `partitions` field of the line instead.
  */
 export function batchPlaceFields(
   records: ReadonlyArray<{ readonly topic: string; readonly partition: number; readonly offset: number }>,
@@ -65,10 +87,10 @@ export function batchPlaceFields(
   const [first] = records;
   if (first === undefined || records.some((record) => record.topic !== first.topic || record.partition !== first.partition)) return {};
   const offsets = records.map((record) => record.offset);
-  return {
+  return batchFields({
     topic: first.topic,
     partition: first.partition,
-    first_offset: String(Math.min(...offsets)),
-    last_offset: String(Math.max(...offsets)),
-  };
+    firstOffset: String(Math.min(...offsets)),
+    lastOffset: String(Math.max(...offsets)),
+  });
 }

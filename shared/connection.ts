@@ -1,3 +1,7 @@
+/**
+ * A database attempt's connection: the time one attempt needs, the batch transaction's start, and
+ * `withClient`, which owns a checked-out client's whole life under the invocation's deadline.
+ */
 import type pg from 'pg';
 import { AttemptDeadlineError } from './errors.js';
 import type { DatabaseSettings } from './settings.js';

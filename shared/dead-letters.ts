@@ -1,3 +1,7 @@
+/**
+ * Dead letters: a rejected record's row in `dead_letter_events` (reason, detail, payload within
+ * its limit, coordinates), written in the batch's own transaction, once per record.
+ */
 import { createHash } from 'node:crypto';
 import { arrayLiteral } from './array-literal.js';
 import { sanitizeDetail } from './contracts/decode.js';

@@ -1,3 +1,7 @@
+/**
+ * Building a Lambda Kafka event from source records (the host's batches, the CLI's peek, the
+ * sample events): the exact JSON AWS's event source mapping would send, and its size.
+ */
 import type { KafkaEvent, KafkaEventRecord } from './kafka-event.js';
 
 /** A record as a Kafka client hands it over, before it becomes part of a Lambda event. */

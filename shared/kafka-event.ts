@@ -1,3 +1,8 @@
+/**
+ * Parsing a Lambda Kafka event (what AWS's event source mapping sends, and what the host builds)
+ * into the pipeline's records, checked once, by hand for speed; an envelope that rules a record
+ * out gives that record a rejection instead of failing the batch.
+ */
 import { InvalidEventError } from './errors.js';
 import type { KafkaHeader, KafkaRecord } from './records.js';
 
@@ -33,7 +38,8 @@ function invalid(where: string, problem: string): never {
   throw new InvalidEventError(`not a Lambda Kafka event: ${where}: ${problem}`);
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+/** A JSON object (not null, not an array): the one test of it, for the event here and the handler's response (host/offsets.ts). */
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -48,8 +54,11 @@ function jsonText(value: unknown): string {
   }
 }
 
-/** Milliseconds since the epoch when the event holds an exact, non-negative one; else null. */
-function eventTimestamp(value: unknown): number | null {
+/**
+ * The record's timestamp read back from an event (the reverse of the builder's `eventTimestamp`):
+ * milliseconds since the epoch when exact and non-negative, else null.
+ */
+function timestampFromEvent(value: unknown): number | null {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
 }
 
@@ -131,7 +140,7 @@ function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecor
     topic,
     partition,
     offset,
-    timestamp: eventTimestamp(raw.timestamp),
+    timestamp: timestampFromEvent(raw.timestamp),
     timestampType: typeof raw.timestampType === 'string' ? raw.timestampType : null,
     key: key.bytes,
     value: value.bytes,

@@ -1,3 +1,7 @@
+/**
+ * The `pipeline_pauses` table: reading the pauses, and a pause or resume written with its audit
+ * entry in one transaction, and the change's JSON.
+ */
 import type pg from 'pg';
 import { beginBatchTransaction } from './connection.js';
 import { recordInTransaction } from './operator-actions.js';
@@ -47,6 +51,21 @@ export interface PauseChangeResult {
   readonly previous: PipelinePause | undefined;
   /** The audit entry written with the change, or why none was (only when the record was waived). */
   readonly audit: AuditRecord;
+}
+
+/**
+ * A pause or resume as JSON (an interface: `pause --json`, `resume --json` and the host's
+ * `PUT /pipelines/{pipeline}/pause|resume` answer it): the row now, and whether it was paused before.
+ */
+export function pauseChangeJson({ pause, previous }: PauseChangeResult) {
+  return {
+    pipeline: pause.pipeline,
+    paused: pause.paused,
+    was_paused: previous?.paused ?? false,
+    by: pause.by,
+    at: pause.at.toISOString(),
+    reason: pause.reason,
+  };
 }
 
 interface PauseRow {

@@ -1,3 +1,9 @@
+/**
+ * The batch flow both runtimes run (SPEC.md section 3): parse the event, decode every record,
+ * then in one transaction retried on transient errors resolve the apps, dedupe, write dead
+ * letters and upsert the rows, commit, and only then report success (or the partial batch
+ * response naming what to redeliver).
+ */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { BatchReport, BatchResponse } from './batch-report.js';
@@ -27,8 +33,9 @@ import { logRejections } from './rejection-log.js';
 export interface Invocation {
   readonly remainingMs: () => number;
   /**
-   * Called while the batch waits to retry (the host heartbeats its consumer group here and
-   * records the retry, its number and error, on the batch in flight of each partition).
+   * Called when the batch is about to wait before a retry: the host records the retry, its number
+   * and error, on the batch in flight of each partition. The consumer group is not heartbeated
+   * from here: a timer in host/topic-consumer.ts heartbeats it for as long as the invocation runs.
    */
   readonly onWait?: (retry: BatchRetry) => void;
 }
@@ -311,7 +318,7 @@ export async function processBatch(
         remainingMs: invocation.remainingMs,
         attemptReserveMs: attemptTimeNeededMs(runtime.settings.database),
         refreshCredentials: runtime.refreshCredentials,
-        onRetry: ({ attempt, delayMs, error }) => {
+        onWait: ({ attempt, delayMs, error }) => {
           runtime.logger.warn('transient database error; retrying the batch on a fresh connection', {
             pipeline: definition.name,
             ...batchPlaceFields(records),

@@ -1,3 +1,22 @@
+/**
+ * The record as the batch flow sees it, and what can become of it. On its way from the broker to
+ * a table a record takes these shapes, each for a reason:
+ * 1. kafkajs' `KafkaMessage` (the host, the CLI's peek): what the client library fetched;
+ *    kafka/kafkajs/wire-records.ts keeps its headers in wire order.
+ * 2. `SourceRecord` (shared/kafka-event-builder.ts, made by kafka/source-record.ts): a record as
+ *    any Kafka client hands it over, free of kafkajs types, so the event builder knows no client.
+ * 3. `KafkaEventRecord` in a `KafkaEvent` (shared/kafka-event.ts): the JSON of a Lambda Kafka
+ *    event (base64 key and value). AWS's event source mapping sends it and the host builds it, so
+ *    both runtimes run the one handler on the same input.
+ * 4. `KafkaRecord` (this file): the event parsed and checked once (bytes as Buffers, a safe
+ *    integer offset, an exact timestamp or null); an envelope that rules the record out carries
+ *    its `rejection`.
+ * 5. A decoded message with its record (shared/process-batch.ts `Decoded`): the contract's typed
+ *    value (shared/contracts/), or a `Rejection` that becomes a `DeadLetter` (shared/dead-letters.ts).
+ * 6. `BoundRow` (shared/pipeline-spec.ts): the message bound to its application id: one table row,
+ *    which the pipeline's columns turn into the UNNEST arrays of the upsert (shared/upsert.ts).
+ *    The stored row is that; `WriteOutcome` below counts what the upserts did.
+ */
 /** One Kafka record as the pipeline sees it, after the Lambda event was parsed. */
 export interface KafkaRecord {
   readonly topic: string;

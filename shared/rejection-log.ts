@@ -1,5 +1,6 @@
 import type { DeadLetter } from './dead-letters.js';
 import type { CoreLogger } from './logger.js';
+import { batchFields } from './batch-report.js';
 
 /**
  * Log volume control (docs/design.md section 6): the first `limit` rejections of a batch are logged one
@@ -45,10 +46,7 @@ function placesOf(letters: readonly DeadLetter[]) {
   return [...places.values()].map(({ topic, partition, offsets }) => {
     const sorted = [...offsets].sort((a, b) => a - b);
     return {
-      topic,
-      partition,
-      first_offset: String(sorted[0]),
-      last_offset: String(sorted[sorted.length - 1]),
+      ...batchFields({ topic, partition, firstOffset: String(sorted[0]), lastOffset: String(sorted[sorted.length - 1]) }),
       count: sorted.length,
       offsets: sorted.slice(0, LISTED_OFFSETS).map(String),
     };

@@ -1,3 +1,7 @@
+/**
+ * The retry of a batch's database attempt: transient errors retried with exponential back-off
+ * within the invocation's remaining time, a rotated credential re-read once.
+ */
 import { setTimeout as defaultSleep } from 'node:timers/promises';
 import { backoffDelayMs } from './backoff.js';
 import { isAuthenticationFailure, isTransientError, poolerRefusal } from './error-classification.js';
@@ -15,8 +19,8 @@ export interface RetryOptions extends RetrySettings {
   readonly attemptReserveMs: number;
   /** Re-reads rotated credentials; called at most once, on the first authentication failure. */
   readonly refreshCredentials?: () => Promise<void>;
-  /** Told about every retry, e.g. to log it and to heartbeat the consumer group. */
-  readonly onRetry?: (info: { attempt: number; delayMs: number; error: unknown }) => void;
+  /** Told before each wait for a retry, e.g. to log it (the host's group heartbeat is a timer, not this). */
+  readonly onWait?: (info: { attempt: number; delayMs: number; error: unknown }) => void;
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
@@ -59,7 +63,7 @@ export async function withTransientRetry<T>(operation: (attempt: number) => Prom
           { cause: error },
         );
       }
-      options.onRetry?.({ attempt, delayMs, error });
+      options.onWait?.({ attempt, delayMs, error });
       if (authentication && options.refreshCredentials) {
         credentialsRefreshed = true;
         await options.refreshCredentials();

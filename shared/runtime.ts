@@ -1,3 +1,7 @@
+/**
+ * One pipeline's runtime: its settings, logger, database pool and resolver cache, built once per
+ * Lambda container or host pipeline, and the ping the host's readiness uses.
+ */
 import pg from 'pg';
 import { connectionConfig, createPool } from './db.js';
 import type { CoreLogger } from './logger.js';

@@ -1,3 +1,8 @@
+/**
+ * The one generic upsert: a table description (name, columns, natural key, newest-wins rule)
+ * becomes one fixed-text `INSERT ... SELECT FROM unnest(...) ON CONFLICT` statement; rows the
+ * database refuses are isolated with savepoints.
+ */
 import { createHash } from 'node:crypto';
 import { arrayLiteral } from './array-literal.js';
 import { isRefusedDataError } from './error-classification.js';

@@ -1,7 +1,7 @@
 import type { CliIo } from '../command.js';
 import { defineCommand, EXIT, jsonOption } from '../command.js';
-import type { GroupPosition, PartitionPosition } from '../../host/lag.js';
-import { groupPosition } from '../../host/lag.js';
+import type { GroupPosition, PartitionPosition } from '../../kafka/lag.js';
+import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { renderJson, renderTable } from '../output.js';
 import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';

@@ -1,5 +1,5 @@
 import { resolveActor } from '../../shared/operator-actions.js';
-import { changePipelinePause } from '../../shared/pause-store.js';
+import { changePipelinePause, pauseChangeJson } from '../../shared/pause-store.js';
 import type { PauseChange, PauseChangeResult } from '../../shared/pause-store.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { CliIo, ParsedArgs } from '../command.js';
@@ -9,15 +9,11 @@ import { renderJson } from '../output.js';
 import { auditPolicy, auditRefusal, NO_AUDIT_OPTION, reportUnrecorded } from './no-audit-option.js';
 import { parsePipeline } from './pipeline-option.js';
 
-/** The pause or resume as JSON: the row now, and whether it was paused before. */
-function resultJson({ pause, previous, audit }: PauseChangeResult) {
+/** The pause or resume as JSON: the one shape (shared/pause-store.ts), and the audit entry's id. */
+function resultJson(result: PauseChangeResult) {
+  const { audit } = result;
   return {
-    pipeline: pause.pipeline,
-    paused: pause.paused,
-    was_paused: previous?.paused ?? false,
-    by: pause.by,
-    at: pause.at.toISOString(),
-    reason: pause.reason,
+    ...pauseChangeJson(result),
     auditId: audit.id ?? null,
     ...(audit.unrecorded === undefined ? {} : { auditUnrecorded: audit.unrecorded }),
   };

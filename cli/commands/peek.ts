@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { logLevel } from 'kafkajs';
 import type { KafkaMessage } from 'kafkajs';
-import { toSourceRecord } from '../../host/batch.js';
-import { createKafka } from '../../host/kafka-connection.js';
+import { toSourceRecord } from '../../kafka/source-record.js';
+import { TIMED_OUT, within } from '../../shared/timeout.js';
+import { createKafka } from '../../kafka/connection.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
@@ -206,17 +207,9 @@ async function readRecords(
       },
     });
     consumer.seek({ topic, partition, offset: offset.toString() });
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), READ_TIMEOUT_MS);
-    });
-    try {
-      if ((await Promise.race([done, timeout])) === 'timeout') {
-        if (collected.length === 0) throw new RefusedError(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`);
-        note = `${collected.length} of ${count} record(s) arrived within ${READ_TIMEOUT_MS / 1000} s; showing those`;
-      }
-    } finally {
-      clearTimeout(timer);
+    if ((await within(done, READ_TIMEOUT_MS)) === TIMED_OUT) {
+      if (collected.length === 0) throw new RefusedError(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`);
+      note = `${collected.length} of ${count} record(s) arrived within ${READ_TIMEOUT_MS / 1000} s; showing those`;
     }
   } finally {
     await consumer.disconnect();

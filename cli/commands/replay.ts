@@ -5,8 +5,8 @@ import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolve
 import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
 import type { PipelineSettings } from '../../host/pipeline-settings.js';
 import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
-import type { GroupPosition } from '../../host/lag.js';
-import { groupPosition } from '../../host/lag.js';
+import type { GroupPosition } from '../../kafka/lag.js';
+import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { withDatabase } from '../context.js';
 import { STAGE_OPTION, applyStage } from './stage-option.js';

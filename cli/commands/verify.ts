@@ -1,8 +1,8 @@
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';
-import { groupPosition } from '../../host/lag.js';
-import type { GroupPosition } from '../../host/lag.js';
-import { describeTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
+import { groupPosition } from '../../kafka/lag.js';
+import type { GroupPosition } from '../../kafka/lag.js';
+import { describeTopics, TOPIC_PARTITIONS } from '../../kafka/topics.js';
 import { loadHostSettings } from '../../host/settings.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, schemaStatus } from '../../shared/migrations/index.js';
 import { describeMismatches } from '../../shared/migrations/status.js';

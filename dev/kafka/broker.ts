@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Kafka, logLevel } from 'kafkajs';
-import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
+import { installKafkajsWorkarounds } from '../../kafka/kafkajs/index.js';
 import { freePorts } from '../free-ports.js';
 import { REPO_ROOT, exists, resolveKafka } from './distribution.js';
 import { commandLine, isAlive, startGuardian, terminate } from './process.js';

@@ -4,7 +4,7 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import type { EmbeddedDatabase } from '../../dev/embedded-postgres.js';
 import { ensureBroker } from '../../dev/kafka/broker.js';
-import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
+import { installKafkajsWorkarounds } from '../../kafka/kafkajs/index.js';
 import type { KafkaCluster } from '../../dev/kafka/broker.js';
 
 /**

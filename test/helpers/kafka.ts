@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { Kafka, Partitioners, logLevel } from 'kafkajs';
 import type { Message, RecordMetadata } from 'kafkajs';
 import { inject } from 'vitest';
-import { installKafkajsWorkarounds } from '../../host/kafkajs/index.js';
-import { TOPIC_PARTITIONS, ensureTopics } from '../../host/topics.js';
+import { installKafkajsWorkarounds } from '../../kafka/kafkajs/index.js';
+import { TOPIC_PARTITIONS, ensureTopics } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 

@@ -7,7 +7,7 @@ import { loadSettings } from '../../shared/settings.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
-import { describeTopics } from '../../host/topics.js';
+import { describeTopics } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import kafkajs from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { KAFKA_CODECS, PROJECT_CODECS } from '../../host/kafkajs/codecs.js';
+import { KAFKA_CODECS, PROJECT_CODECS } from '../../kafka/kafkajs/codecs.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
 import { loadHostSettings } from '../../host/settings.js';
@@ -19,7 +19,7 @@ import { sampleNetworkMetrics } from '../helpers/messages.js';
 import { captureLogger } from '../helpers/lambda-events.js';
 import { runCli } from '../helpers/cli.js';
 import { testKafka } from '../helpers/kafka.js';
-import { UnreadableBatchError } from '../../host/kafkajs/codecs.js';
+import { UnreadableBatchError } from '../../kafka/kafkajs/codecs.js';
 
 // docs/design.md section 1, issue 9: producers compress batches with gzip, snappy, lz4 or zstd, and
 // Lambda's event source mapping reads all four; so does the host. Kafka's own Java producer

@@ -6,7 +6,7 @@ import type { RowText } from '../../fixtures/row-text.js';
 import { DEAD_LETTER_PAYLOAD_LIMIT } from '../../shared/dead-letters.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
-import { createPipelineHandler } from '../../aws/batch-handler.js';
+import { createPipelineHandler } from '../../invoke/batch-handler.js';
 import type { BatchReport } from '../../shared/batch-report.js';
 import { PIPELINES, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';

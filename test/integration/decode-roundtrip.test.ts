@@ -12,7 +12,7 @@ import type { NetworkMetricsMessage } from '../../shared/contracts/network-metri
 import type { ReviewMessage } from '../../shared/contracts/reviews.js';
 import type { DecodeResult } from '../../shared/contracts/decoder.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
-import { createPipelineHandler } from '../../aws/batch-handler.js';
+import { createPipelineHandler } from '../../invoke/batch-handler.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { REJECTION_REASONS } from '../../shared/records.js';

@@ -10,7 +10,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { secretDatabaseSource } from '../../aws/secret-database.js';
 import type { SecretFetcher } from '../../aws/secret-database.js';
-import { createPipelineHandler } from '../../aws/batch-handler.js';
+import { createPipelineHandler } from '../../invoke/batch-handler.js';
 import { SAMPLE_APPLICATIONS, sampleEvents } from '../../scripts/generate-events.js';
 import { SERVER_URL, createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';

@@ -11,7 +11,7 @@ import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startBroker } from '../../dev/kafka/broker.js';
 import type { StartedBroker } from '../../dev/kafka/broker.js';
-import { ensureTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
+import { ensureTopics, TOPIC_PARTITIONS } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createMigratedSchema } from '../helpers/database.js';

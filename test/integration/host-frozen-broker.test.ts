@@ -17,7 +17,7 @@ import { startBroker } from '../../dev/kafka/broker.js';
 import type { StartedBroker } from '../../dev/kafka/broker.js';
 import { freePorts } from '../../dev/free-ports.js';
 import { HOST_METRIC_NAMES } from '../../host/metrics.js';
-import { ensureTopics, TOPIC_PARTITIONS } from '../../host/topics.js';
+import { ensureTopics, TOPIC_PARTITIONS } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { createMigratedSchema } from '../helpers/database.js';

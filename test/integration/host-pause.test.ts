@@ -6,7 +6,7 @@
  * token's cases, `status` with both members, and a pause that meets a batch in flight.
  */
 import type { Admin } from 'kafkajs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../dev/free-ports.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
@@ -24,7 +24,7 @@ import {
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import type { HostLogLine, HostProcess, HostTestStack, PipelineNames } from '../helpers/host.js';
+import type { HostLogLine, HostTestStack } from '../helpers/host.js';
 import { produce } from '../helpers/kafka.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
@@ -58,7 +58,11 @@ async function call(base: string, method: 'GET' | 'PUT', path: string, options: 
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-const reviewsCount = async () => Number((await stack.schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM reviews')).rows[0]?.n);
+/** Reviews stored whose id starts with `prefix` (each test writes its own). */
+const reviewsCount = async (prefix: string) =>
+  Number(
+    (await stack.schema.pool.query<{ n: string }>('SELECT count(*) AS n FROM reviews WHERE review_id LIKE $1', [`${prefix}%`])).rows[0]?.n,
+  );
 const tableCount = async (table: string) =>
   Number((await stack.schema.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n);
 
@@ -91,67 +95,79 @@ async function stateOn(base: string, pipeline: PipelineName): Promise<string | u
 }
 
 describe('pause and resume for every host', () => {
-  let names: PipelineNames;
-  let baseA: string;
-  let baseB: string;
-  let envA: Record<string, string>;
-  let envB: Record<string, string>;
-  let hostA: HostProcess;
-  let hostB: HostProcess;
-  const earlierB: HostProcess[] = [];
+  // Every test starts its own two hosts on its own topics and groups, from an empty pause table,
+  // and ends them: no test depends on what another left behind.
+  afterEach(async () => {
+    await killAllHosts();
+  });
 
-  it('two hosts share the reviews group; a pause through one stops both within 5 s, the others keep storing', async () => {
-    // Prepare: host A runs every pipeline (control on), host B only reviews (control off)
-    names = await createTestPipelines('pause');
+  /**
+   * Host A runs every pipeline (control on), host B only reviews (control off), both in the
+   * reviews group, with 300 reviews (`<prefix>-first:*`) stored and committed; `pause`: then
+   * paused through host A's endpoint (reason `integration test`) and PAUSED on both hosts.
+   */
+  async function twoHosts(prefix: string, pause: boolean) {
+    await stack.schema.pool.query('DELETE FROM pipeline_pauses');
+    const { rows } = await stack.schema.pool.query<{ id: string }>('SELECT coalesce(max(id), 0) AS id FROM operator_actions');
+    const actionsAfter = Number(rows[0]?.id);
+    const names = await createTestPipelines(prefix);
     const [portA, portB] = await freePorts(2);
-    baseA = `http://127.0.0.1:${portA}`;
-    baseB = `http://127.0.0.1:${portB}`;
+    const baseA = `http://127.0.0.1:${portA}`;
+    const baseB = `http://127.0.0.1:${portB}`;
     const common = { databaseUrl: stack.schema.url, names, heartbeatDir: stack.heartbeats.path };
-    envA = hostEnvironment({
+    const envA = hostEnvironment({
       ...common,
       extra: { STORAGE_HTTP_PORT: String(portA), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_HTTP_CONTROL_TOKEN: TOKEN },
     });
-    envB = hostEnvironment({
+    const envB = hostEnvironment({
       ...common,
       extra: { STORAGE_HTTP_PORT: String(portB), STORAGE_HTTP_HOST: '127.0.0.1', STORAGE_PIPELINES: 'reviews' },
     });
-    hostA = spawnHost(envA);
-    hostB = spawnHost(envB);
-    stops.push({ stop: async () => hostA.child.kill('SIGTERM') }, { stop: async () => hostB.child.kill('SIGTERM') });
+    const hostA = spawnHost(envA);
+    const hostB = spawnHost(envB);
     await Promise.all([hostA.waitForLog(stateIs('Running'), 90_000), hostB.waitForLog(stateIs('Running'), 90_000)]);
-    await waitUntil(
-      'both hosts own reviews partitions',
-      async () => {
-        const { groups } = await admin.describeGroups([names.groups.reviews]);
-        return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
-      },
-      60_000,
-      250,
-    );
-    await produce(names.topics.reviews, jsonMessages(reviews('first', 300), { key: (index) => `first:${index}` }));
+    const bothInGroup = () =>
+      waitUntil(
+        'both hosts own reviews partitions',
+        async () => {
+          const { groups } = await admin.describeGroups([names.groups.reviews]);
+          return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
+        },
+        60_000,
+        250,
+      );
+    await bothInGroup();
+    await produce(names.topics.reviews, jsonMessages(reviews(`${prefix}-first`, 300), { key: (index) => `first:${index}` }));
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
-    expect(await reviewsCount()).toBe(300);
-
-    // Act: pause through host A's endpoint
+    const count = () => reviewsCount(`${prefix}-`);
+    expect(await count()).toBe(300);
+    const setup = { names, baseA, baseB, envA, envB, hostA, hostB, count, actionsAfter, bothInGroup };
+    if (!pause) return { ...setup, answer: undefined, pausedAt: Number.NaN };
     const pausedAt = Date.now();
     const answer = await call(baseA, 'PUT', '/pipelines/reviews/pause', { token: TOKEN, body: { reason: 'integration test' } });
-
-    // Assess: accepted, and both hosts say PAUSED within 5 s
-    expect(answer).toMatchObject({
-      status: 202,
-      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'integration test' },
-    });
     await waitUntil(
       'both hosts report reviews PAUSED',
       async () => (await stateOn(baseA, 'reviews')) === 'PAUSED' && (await stateOn(baseB, 'reviews')) === 'PAUSED',
       5_000,
       100,
     );
+    return { ...setup, answer, pausedAt };
+  }
+
+  it('two hosts share the reviews group; a pause through one stops both within 5 s, the others keep storing', async () => {
+    // Prepare and act: two hosts, 300 reviews stored, then a pause through host A's endpoint
+    const { names, baseA, baseB, count, answer, pausedAt } = await twoHosts('pause-both', true);
+
+    // Assess: accepted, and both hosts said PAUSED within 5 s
+    expect(answer).toMatchObject({
+      status: 202,
+      body: { pipeline: 'reviews', paused: true, was_paused: false, reason: 'integration test' },
+    });
     expect(Date.now() - pausedAt).toBeLessThan(5_000);
     const committedAtPause = await committedOffsets(admin, names.groups.reviews, names.topics.reviews);
 
     // New data on every topic: reviews wait, the others are stored
-    await produce(names.topics.reviews, jsonMessages(reviews('second', 300), { key: (index) => `second:${index}` }));
+    await produce(names.topics.reviews, jsonMessages(reviews('pause-both-second', 300), { key: (index) => `second:${index}` }));
     await produce(names.topics['app-stats'], jsonMessages([sampleAppStats(), { ...sampleAppStats(), crawled_at: '2026-11-30T07:00:00Z' }]));
     await produce(names.topics['network-metrics'], jsonMessages([sampleNetworkMetrics()]));
     await waitForCommittedToEnd(admin, names.groups['app-stats'], names.topics['app-stats']);
@@ -159,7 +175,7 @@ describe('pause and resume for every host', () => {
     expect(await tableCount('app_stats')).toBe(2);
     expect(await tableCount('network_metrics')).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 3_000));
-    expect(await reviewsCount()).toBe(300);
+    expect(await count()).toBe(300);
     expect(await committedOffsets(admin, names.groups.reviews, names.topics.reviews)).toEqual(committedAtPause);
 
     // Still members, still ready, and said so
@@ -190,6 +206,8 @@ describe('pause and resume for every host', () => {
   }, 240_000);
 
   it('answers control only with the right token: none configured 403, missing or wrong 401; GET needs none', async () => {
+    const { baseA, baseB } = await twoHosts('pause-token', true);
+
     expect((await call(baseB, 'PUT', '/pipelines/reviews/resume', { token: TOKEN })).status).toBe(403);
     const missing = await call(baseA, 'PUT', '/pipelines/reviews/resume');
     expect(missing.status).toBe(401);
@@ -203,33 +221,28 @@ describe('pause and resume for every host', () => {
     expect((await call(baseB, 'GET', '/pipelines/app-stats/status')).status).toBe(404);
     // None of the refused calls resumed anything
     expect(await stateOn(baseA, 'reviews')).toBe('PAUSED');
-  });
+  }, 240_000);
 
   it('a restarted host stays paused', async () => {
+    const { baseB, envB, hostB, count, bothInGroup } = await twoHosts('pause-restart', true);
+
     hostB.child.kill('SIGTERM');
     expect((await hostB.exited).code).toBe(0);
-    earlierB.push(hostB);
-    hostB = spawnHost(envB);
-    stops.push({ stop: async () => hostB.child.kill('SIGTERM') });
-    await hostB.waitForLog(stateIs('Running'), 90_000);
-    await waitUntil(
-      'host B back in the reviews group',
-      async () => {
-        const { groups } = await admin.describeGroups([names.groups.reviews]);
-        return groups[0]?.state === 'Stable' && groups[0].members.length === 2;
-      },
-      60_000,
-      250,
-    );
+    const restarted = spawnHost(envB);
+    await restarted.waitForLog(stateIs('Running'), 90_000);
+    await bothInGroup();
+
     expect(await stateOn(baseB, 'reviews')).toBe('PAUSED');
     // The pause's start is the row's, not the restart's: a forgotten pause stays forgotten.
     expect(await metricOn(baseB, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(await pauseRowSeconds('reviews'));
     await new Promise((resolve) => setTimeout(resolve, 3_000));
-    expect(await reviewsCount()).toBe(300);
-    expect(storedRecords(hostB.lines, 'reviews')).toBe(0);
-  }, 180_000);
+    expect(await count()).toBe(300);
+    expect(storedRecords(restarted.lines, 'reviews')).toBe(0);
+  }, 240_000);
 
   it('status shows both members with their partitions and the pause', async () => {
+    const { baseA, envA } = await twoHosts('pause-status', true);
+
     const env = { ...envA, STORAGE_PIPELINES: 'reviews' };
     const text = await runCli(['status'], env);
     const json = await runCli(['status', '--json', '--host', baseA], env);
@@ -257,27 +270,35 @@ describe('pause and resume for every host', () => {
     expect(view?.pause).toMatchObject({ paused: true, reason: 'integration test' });
     expect(view?.host.state).toBe('PAUSED');
     expect(view?.members.map((member) => member.memberId)).toContain(view?.host.member_id);
-  }, 60_000);
+  }, 240_000);
 
   it('resume through the CLI: both hosts catch up, nothing lost, nothing stored twice', async () => {
+    // Prepare: paused, and 300 more reviews waiting
+    const { names, baseA, baseB, envA, hostA, hostB, count, actionsAfter } = await twoHosts('pause-resume', true);
+    await produce(names.topics.reviews, jsonMessages(reviews('pause-resume-second', 300), { key: (index) => `second:${index}` }));
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(await count()).toBe(300);
+
+    // Act
     const resumed = await runCli(['resume', 'reviews'], envA);
     expect(resumed.code).toBe(0);
     const resumedAt = Date.now();
-    await waitUntil('reviews stored again', async () => (await reviewsCount()) > 300, 5_000, 100);
+
+    // Assess
+    await waitUntil('reviews stored again', async () => (await count()) > 300, 5_000, 100);
     expect(Date.now() - resumedAt).toBeLessThan(5_000);
     await waitForCommittedToEnd(admin, names.groups.reviews, names.topics.reviews);
-
-    expect(await reviewsCount()).toBe(600);
+    expect(await count()).toBe(600);
     expect(await tableCount('dead_letter_events')).toBe(0);
     // Every record went through exactly one stored batch: no batch was redelivered.
-    const records = [hostA, hostB, ...earlierB].reduce((sum, host) => sum + storedRecords(host.lines, 'reviews'), 0);
-    expect(records).toBe(600);
+    expect(storedRecords(hostA.lines, 'reviews') + storedRecords(hostB.lines, 'reviews')).toBe(600);
     // Both hosts took part in the catch-up.
     expect(storedRecords(hostA.lines, 'reviews')).toBeGreaterThan(0);
     expect(storedRecords(hostB.lines, 'reviews')).toBeGreaterThan(0);
 
     const { rows } = await stack.schema.pool.query<{ actor: string; command: string; via: string }>(
-      "SELECT actor, command, arguments->>'via' AS via FROM operator_actions WHERE arguments->>'pipeline' = 'reviews' ORDER BY id",
+      "SELECT actor, command, arguments->>'via' AS via FROM operator_actions WHERE arguments->>'pipeline' = 'reviews' AND id > $1 ORDER BY id",
+      [actionsAfter],
     );
     expect(rows).toEqual([
       { actor: 'http:127.0.0.1', command: 'pause', via: 'http' },
@@ -288,12 +309,13 @@ describe('pause and resume for every host', () => {
       expect(await metricOn(base, 'storage_consumer_pipeline_paused', 'reviews')).toBe(0);
       expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(0);
     }
-  }, 120_000);
+  }, 240_000);
 });
 
 describe('a pause that meets a batch in flight', () => {
   it('lets the batch finish and commit, then fetches nothing until the resume', async () => {
-    // Prepare: 20 reviews on partition 0, and the reviews table locked so that their batch waits
+    // Prepare: no pause, 20 reviews on partition 0, and the reviews table locked so that their batch waits
+    await stack.schema.pool.query('DELETE FROM pipeline_pauses');
     const names = await createTestPipelines('pause-inflight');
     const [port] = await freePorts(1);
     const base = `http://127.0.0.1:${port}`;

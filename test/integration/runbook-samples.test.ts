@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { main } from '../../cli/main.js';
 import { freePorts } from '../../dev/free-ports.js';
-import { ensureTopics } from '../../host/topics.js';
+import { ensureTopics } from '../../kafka/topics.js';
 import { runMigrations } from '../../shared/migrations/run.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { GroupPosition, PartitionPosition } from '../../../host/lag.js';
+import type { GroupPosition, PartitionPosition } from '../../../kafka/lag.js';
 import { describeSkips, planReplay } from '../../../cli/replay-plan.js';
 
 function position(partitions: ReadonlyArray<Omit<PartitionPosition, 'lag'>>): GroupPosition {

@@ -13,8 +13,6 @@ import { redactConnectionDetails } from '../../../shared/redaction.js';
 import type { ProgressFacts } from '../../../host/status-report.js';
 import { bearerMatches } from '../../../host/status-api.js';
 import type { PipelinesTarget } from '../../../host/status-api.js';
-import { evaluateReadiness } from '../../../host/readiness.js';
-import type { ReadinessSource } from '../../../host/readiness.js';
 import { loadHostSettings } from '../../../host/settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
@@ -313,24 +311,5 @@ describe('the status document', () => {
     expect(redactConnectionDetails('connect ECONNREFUSED [::1]:5432 via postgres://u:p@db:5432/x for user "svc"')).toBe(
       'connect ECONNREFUSED <address> via <url> for user <user>',
     );
-  });
-});
-
-describe('evaluateReadiness', () => {
-  it("passes each cause through the one redaction: /readyz repeats crashes without the broker's address", async () => {
-    const cause =
-      'reviews: no fetch completed for 40 s, 3 consumer crashes since (last: KafkaJSConnectionError: connect ECONNREFUSED 127.0.0.1:19711)';
-    const source = {
-      settings: { storage: { selectedPipelines: ['reviews'] }, invoke: { mode: 'lambda' } },
-      state: () => 'Running',
-      invokers: [],
-      progress: () => [{ snapshot: { inGroup: true, paused: false }, verdict: { state: 'NOT_FETCHING', ready: false, causes: [cause] } }],
-    } as unknown as ReadinessSource;
-
-    const readiness = await evaluateReadiness(source);
-
-    expect(readiness.missing).toEqual([
-      'reviews: no fetch completed for 40 s, 3 consumer crashes since (last: KafkaJSConnectionError: connect ECONNREFUSED <address>)',
-    ]);
   });
 });

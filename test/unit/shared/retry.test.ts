@@ -191,7 +191,7 @@ describe('withTransientRetry', () => {
     await withTransientRetry(
       operation,
       invocation.options({
-        onRetry: (info) => {
+        onWait: (info) => {
           told.push(info);
           invocation.events.push(`retry ${info.attempt}`);
         },

@@ -21,7 +21,7 @@
  * Like ./wire-records.ts (installed first: it reloads the same modules), this replaces
  * module exports in Node's module cache, once ({@link installFetchProbe}, called by each pipeline's
  * consumer before it exists); kafkajs is pinned (package.json) and tests hold this to it
- * (test/unit/host/kafkajs/fetch-probe.test.ts, test/integration/codecs.test.ts).
+ * (test/unit/kafka/kafkajs/fetch-probe.test.ts, test/integration/codecs.test.ts).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';

@@ -1,7 +1,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { kafkaConnection, memberClientId, plaintextKafka } from '../../../host/kafka-connection.js';
-import { mskIamTokenProvider } from '../../../host/msk-iam.js';
+import { kafkaConnection, memberClientId, plaintextKafka } from '../../../kafka/connection.js';
+import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
 import { loadHostSettings } from '../../../host/settings.js';
 
 const brokers = 'b-1.cluster.kafka.eu-central-1.amazonaws.com:9098';

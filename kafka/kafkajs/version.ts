@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { StorageConsumerError } from '../../shared/errors.js';
 
-/** The kafkajs version package.json pins (`dependencies.kafkajs`); test/unit/host/kafkajs/index.test.ts holds the two equal. */
+/** The kafkajs version package.json pins (`dependencies.kafkajs`); test/unit/kafka/kafkajs/index.test.ts holds the two equal. */
 export const PINNED_KAFKAJS_VERSION = '2.2.4';
 
 /** The installed kafkajs cannot be used as this project relies on it; the host does not start. */
@@ -34,7 +34,7 @@ export function checkKafkajsVersion(installed = installedKafkajsVersion(), pinne
   if (installed === pinned) return;
   throw new KafkajsIncompatibleError(
     `kafkajs ${installed} is installed, but package.json pins kafkajs ${pinned}: storage-consumer relies on internals of kafkajs ` +
-      `${pinned} (host/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)`,
+      `${pinned} (kafka/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)`,
   );
 }
 
@@ -46,7 +46,7 @@ export function headersUnavailable(reason: string, options?: { cause?: unknown; 
   const version = options?.version ?? installedKafkajsVersion();
   return new KafkajsIncompatibleError(
     `kafkajs ${version} does not hand over record headers in wire order (${reason}); storage-consumer does not run on it rather than ` +
-      `store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)`,
+      `store records without their headers (kafka/kafkajs/index.ts lists the kafkajs internals it relies on)`,
     options?.cause === undefined ? undefined : { cause: options.cause },
   );
 }

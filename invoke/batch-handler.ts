@@ -1,3 +1,8 @@
+/**
+ * The batch handler both runtimes run: a middy chain (Powertools logger with the Lambda context)
+ * around the shared batch flow. The deployed functions wrap it (aws/deployed-handler.ts); the
+ * host's in-process invoker calls it directly (host/invoker.ts).
+ */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
@@ -21,8 +26,8 @@ export interface PipelineHandlerOptions {
   readonly database?: DatabaseSource;
   /** Told about every batch, e.g. to emit metrics. */
   readonly onBatch?: (report: BatchReport) => void;
-  /** Told about every transient database retry inside a batch, e.g. to count it and show it in the status. */
-  readonly onRetry?: (retry: BatchRetry) => void;
+  /** Told before each wait for a transient database retry inside a batch, e.g. to count it and show it in the status. */
+  readonly onWait?: (retry: BatchRetry) => void;
   /** Flushed (EMF to stdout) after every invocation, also a failed one. */
   readonly metrics?: Metrics;
 }
@@ -42,7 +47,7 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
   const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
     const { response, report } = await processBatch(event, runtime, {
       remainingMs: () => context.getRemainingTimeInMillis(),
-      onWait: options.onRetry,
+      onWait: options.onWait,
     });
     options.onBatch?.(report);
     return response;

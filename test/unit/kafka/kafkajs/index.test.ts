@@ -3,18 +3,18 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { installKafkajsWorkarounds, verifyKafkajsWorkarounds } from '../../../../host/kafkajs/index.js';
-import { checkWireHeaders } from '../../../../host/kafkajs/self-check.js';
-import type { RecordBatchDecode } from '../../../../host/kafkajs/self-check.js';
+import { installKafkajsWorkarounds, verifyKafkajsWorkarounds } from '../../../../kafka/kafkajs/index.js';
+import { checkWireHeaders } from '../../../../kafka/kafkajs/self-check.js';
+import type { RecordBatchDecode } from '../../../../kafka/kafkajs/self-check.js';
 import {
   checkKafkajsVersion,
   installedKafkajsVersion,
   KafkajsIncompatibleError,
   PINNED_KAFKAJS_VERSION,
-} from '../../../../host/kafkajs/version.js';
+} from '../../../../kafka/kafkajs/version.js';
 
 const REFUSAL =
-  'storage-consumer does not run on it rather than store records without their headers (host/kafkajs/index.ts lists the kafkajs internals it relies on)';
+  'storage-consumer does not run on it rather than store records without their headers (kafka/kafkajs/index.ts lists the kafkajs internals it relies on)';
 
 // kafkajs' own record batch decoder, loaded after the install as a Fetch response loads it.
 installKafkajsWorkarounds();
@@ -49,7 +49,7 @@ describe('the pinned kafkajs version', () => {
     // Assess
     expect(check).toThrow(KafkajsIncompatibleError);
     expect(check).toThrow(
-      'kafkajs 2.3.0 is installed, but package.json pins kafkajs 2.2.4: storage-consumer relies on internals of kafkajs 2.2.4 (host/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)',
+      'kafkajs 2.3.0 is installed, but package.json pins kafkajs 2.2.4: storage-consumer relies on internals of kafkajs 2.2.4 (kafka/kafkajs/index.ts) and does not start on another version; install the pinned one (npm ci)',
     );
   });
 });

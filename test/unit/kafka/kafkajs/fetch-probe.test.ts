@@ -1,9 +1,8 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { UnreadableBatchError } from '../../../../host/kafkajs/codecs.js';
-import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../../../host/kafkajs/fetch-probe.js';
+import { UnreadableBatchError } from '../../../../kafka/kafkajs/codecs.js';
+import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../../../kafka/kafkajs/fetch-probe.js';
 import { skipCommand, unreadableCodec } from '../../../../host/topic-consumer.js';
-import { databaseProblem } from '../../../../host/readiness.js';
 
 // kafkajs' own retrier, as its consumer uses it: a not retriable error is rethrown as
 // `new KafkaJSNonRetriableError(e, { cause: e.cause || e })`.
@@ -60,18 +59,5 @@ describe('an unreadable record batch behind kafkajs’ retry wrapping', () => {
 
     expect(unreadableBatchOf(wrapped)).toBeUndefined();
     expect(unreadableCodec(wrapped)).toBe('zstd');
-  });
-});
-
-describe('a database problem on /readyz', () => {
-  it('shows the error code, never the address or the user', () => {
-    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.3.7:5432'), { code: 'ECONNREFUSED' });
-    const password = Object.assign(new Error('password authentication failed for user "storage"'), { code: '28P01' });
-    expect(databaseProblem(refused)).toBe('ECONNREFUSED');
-    expect(databaseProblem(password)).toBe('28P01');
-    expect(databaseProblem(Object.assign(new Error('no answer within 3000 ms'), { name: 'DatabaseTimeout' }))).toBe(
-      'no answer within 3000 ms',
-    );
-    expect(databaseProblem(new Error('getaddrinfo db.internal failed'))).toBe('Error');
   });
 });

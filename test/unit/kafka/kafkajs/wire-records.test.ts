@@ -3,10 +3,10 @@ import { dirname, join } from 'node:path';
 import type { KafkaMessage } from 'kafkajs';
 import kafkajs from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { toSourceRecord } from '../../../../host/batch.js';
-import { installKafkajsWorkarounds } from '../../../../host/kafkajs/index.js';
-import { encodeWireBatch } from '../../../../host/kafkajs/self-check.js';
-import { wireRecordOf } from '../../../../host/kafkajs/wire-records.js';
+import { toSourceRecord } from '../../../../kafka/source-record.js';
+import { installKafkajsWorkarounds } from '../../../../kafka/kafkajs/index.js';
+import { encodeWireBatch } from '../../../../kafka/kafkajs/self-check.js';
+import { wireRecordOf } from '../../../../kafka/kafkajs/wire-records.js';
 
 // Before kafkajs' record batch decoder is loaded below, as a Fetch response would load it.
 installKafkajsWorkarounds();

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import kafkajs from 'kafkajs';
 import { compressSync as rawSnappy } from 'snappy';
 import { describe, expect, it } from 'vitest';
-import { PROJECT_CODECS, UnreadableBatchError, snappyCompressXerial, snappyDecompress } from '../../../../host/kafkajs/codecs.js';
-import { installKafkajsWorkarounds } from '../../../../host/kafkajs/index.js';
+import { PROJECT_CODECS, UnreadableBatchError, snappyCompressXerial, snappyDecompress } from '../../../../kafka/kafkajs/codecs.js';
+import { installKafkajsWorkarounds } from '../../../../kafka/kafkajs/index.js';
 import { unreadableCodec } from '../../../../host/topic-consumer.js';
 
 installKafkajsWorkarounds();

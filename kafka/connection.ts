@@ -1,3 +1,7 @@
+/**
+ * The one way this project builds a kafkajs client: brokers, TLS, SASL or MSK IAM from the Kafka
+ * settings, the kafkajs workarounds installed first, client ids that name the host.
+ */
 import { hostname } from 'node:os';
 import { Kafka } from 'kafkajs';
 import type { KafkaConfig, SASLOptions } from 'kafkajs';
@@ -35,7 +39,7 @@ export function kafkaConnection(kafka: KafkaSettings): KafkaConnection {
 
 /**
  * A kafkajs client for the settings' cluster, with the caller's own log level, retries, client
- * id. The kafkajs workarounds are installed first (host/kafkajs/): every Kafka client reads (and
+ * id. The kafkajs workarounds are installed first (kafka/kafkajs/): every Kafka client reads (and
  * writes) gzip, snappy, lz4 and zstd batches, and kafkajs' harmless timeout warning is dropped in
  * the process from then on.
  */

@@ -1,6 +1,6 @@
 /**
  * kafkajs as this project needs it, in one call: {@link installKafkajsWorkarounds}, made by every
- * program before it creates a kafkajs client (host/kafka-connection.ts does it for the host and
+ * program before it creates a kafkajs client (kafka/connection.ts does it for the host and
  * the CLI). The host also runs {@link verifyKafkajsWorkarounds} before it consumes: it does not
  * start on a kafkajs other than the pinned one, nor on one that would lose record headers. The
  * fetch probe (./fetch-probe.ts) is the host consumer's own: each pipeline's consumer installs it.
@@ -13,8 +13,8 @@
  *   `(decoder, batchContext) => record`, is replaced in Node's module cache (./wire-records.ts);
  *   it must read a record's header list with `decoder.readVarIntArray(HeaderDecoder)` and take
  *   `batchContext.timestampType`. If not: records lose their headers or their order. Caught by
- *   the start-up self-check (./self-check.ts: the host refuses to start), test/unit/host/kafkajs/wire-records.test.ts
- *   and test/unit/host/kafkajs/index.test.ts.
+ *   the start-up self-check (./self-check.ts: the host refuses to start), test/unit/kafka/kafkajs/wire-records.test.ts
+ *   and test/unit/kafka/kafkajs/index.test.ts.
  * - `kafkajs/src/protocol/decoder.js`, `Decoder.prototype.readVarIntArray`: overridden on each
  *   record's own Decoder instance to catch the header list. Same breakage, same checks.
  * - `kafkajs/src/protocol/recordBatch/header/v0/decoder.js`: the reader passed to
@@ -24,7 +24,7 @@
  *   and its export is wrapped by ./fetch-probe.ts to read a failing batch's header (base offset,
  *   last offset delta at byte 23); a partial batch must fail as `KafkaJSPartialMessageError`. If
  *   not: no headers (caught as above), or an unreadable batch is reported without its offsets
- *   (test/unit/host/kafkajs/fetch-probe.test.ts, test/integration/codecs.test.ts).
+ *   (test/unit/kafka/kafkajs/fetch-probe.test.ts, test/integration/codecs.test.ts).
  * - `kafkajs/src/protocol/requests/fetch/v4/decodeMessages.js`, the partition decoder (Fetch v4
  *   to v11): captures the batch decoder; its export is wrapped by ./fetch-probe.ts, whose n-th
  *   call must be the n-th partition of the request. If not: a wrong or no partition in the
@@ -37,10 +37,10 @@
  *   unreadable-batch line loses its location (test/integration/codecs.test.ts).
  * - kafkajs' retrier wrapping a not retriable error as `KafkaJSNonRetriableError(e, { cause: e.cause || e })`
  *   and reading an error's `retriable`: ./codecs.ts and ./fetch-probe.ts throw not retriable
- *   errors whose located cause must survive (test/unit/host/kafkajs/fetch-probe.test.ts).
+ *   errors whose located cause must survive (test/unit/kafka/kafkajs/fetch-probe.test.ts).
  * - `CompressionCodecs` and `CompressionTypes` (exported, the documented way to add codecs), a
  *   codec being `() => ({ compress(encoder), decompress(buffer) })`: ./codecs.ts fills the table.
- *   If not: snappy, lz4 or zstd batches stop the host (test/unit/host/kafkajs/codecs.test.ts,
+ *   If not: snappy, lz4 or zstd batches stop the host (test/unit/kafka/kafkajs/codecs.test.ts,
  *   test/integration/codecs.test.ts).
  * - `kafkajs/src/network/requestQueue` (`scheduleCheckPendingRequests`) arming a timer with a
  *   negative delay, which Node 24 reports as `TimeoutNegativeWarning`: ./warnings.ts drops

@@ -1,7 +1,7 @@
 import { logLevel } from 'kafkajs';
 import type { LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../../shared/logger.js';
-import type { KafkaClientOptions } from '../kafka-connection.js';
+import type { KafkaClientOptions } from '../connection.js';
 
 /** kafkajs' log lines through the host's JSON logger, from WARN up, as `kafkajs: <message>`. */
 export function kafkaLogging(logger: CoreLogger): KafkaClientOptions {

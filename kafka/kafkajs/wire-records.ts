@@ -19,7 +19,7 @@
  * those of the modules that captured it are dropped, so the next fetch loads them anew with
  * the wrapper: the order of imports and installs never matters.
  *
- * kafkajs is pinned (package.json); test/unit/host/kafkajs/wire-records.test.ts decodes a real
+ * kafkajs is pinned (package.json); test/unit/kafka/kafkajs/wire-records.test.ts decodes a real
  * record batch encoded by kafkajs to hold this to it, and the host checks the same at every
  * start (./self-check.ts): a kafkajs without the headers fails closed.
  */

@@ -5,7 +5,6 @@
  */
 import { AssignerProtocol } from 'kafkajs';
 import type { Admin } from 'kafkajs';
-import type { PipelineSettings } from './pipeline-settings.js';
 
 /** One member of a consumer group. */
 export interface GroupMember {
@@ -78,8 +77,15 @@ async function committedOffsets(admin: Admin, group: string, topic: string): Pro
   return committed;
 }
 
+/** What a lag reading needs of a pipeline (its settings carry more). */
+export interface GroupOfTopic {
+  readonly name: string;
+  readonly topic: string;
+  readonly group: string;
+}
+
 /** The broker's answer for a topic it does not have, in words that name the topic. */
-function namingMissingTopic(pipeline: PipelineSettings) {
+function namingMissingTopic(pipeline: GroupOfTopic) {
   return (error: unknown): never => {
     if ((error as { type?: unknown }).type === 'UNKNOWN_TOPIC_OR_PARTITION')
       throw new Error(`topic ${pipeline.topic} of pipeline ${pipeline.name} does not exist`, { cause: error });
@@ -88,7 +94,7 @@ function namingMissingTopic(pipeline: PipelineSettings) {
 }
 
 /** Where one pipeline's group stands on its topic, partition by partition, and its members; a missing topic is named. */
-export async function groupPosition(admin: Admin, pipeline: PipelineSettings): Promise<GroupPosition> {
+export async function groupPosition(admin: Admin, pipeline: GroupOfTopic): Promise<GroupPosition> {
   const [description, ends, committed] = await Promise.all([
     describeGroup(admin, pipeline.group, pipeline.topic),
     admin.fetchTopicOffsets(pipeline.topic).catch(namingMissingTopic(pipeline)),

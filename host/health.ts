@@ -1,6 +1,8 @@
 /**
- * The host's readiness (`/readyz`): per pipeline its progress verdict and whether its database
- * answers, and what keeps the host from being ready.
+ * The host's health in one place: its life-cycle states, liveness (`/healthz`, the same rule as
+ * `storage-consumer healthcheck`) and readiness (`/readyz`: per pipeline its progress verdict and
+ * whether its database answers, and what keeps the host from being ready). Pure over what it is
+ * given (the state, the progress views, the invokers' pings, the time): the supervisor wires it.
  */
 import type { PipelineName } from '../shared/pipelines.js';
 import { redactConnectionDetails } from '../shared/redaction.js';
@@ -9,7 +11,44 @@ import type { PipelineView } from './metrics.js';
 import type { PipelineState } from './progress.js';
 import { describeBatch } from './progress.js';
 import type { HostSettings } from './settings.js';
-import type { HostState } from './supervisor.js';
+import { TIMED_OUT, within } from '../shared/timeout.js';
+
+/** The host's life cycle (docs/design.md section 9). */
+export const HOST_STATES = ['Starting', 'Migrating', 'Running', 'Stopping', 'Failing', 'Stopped'] as const;
+export type HostState = (typeof HOST_STATES)[number];
+
+/**
+ * The answer of `/healthz`. A pipeline is alive while its heartbeat file was written within the
+ * health check's default limit (3 heartbeat intervals plus one poll timeout); the file is written
+ * while the pipeline has not failed or stopped. So `/healthz` fails exactly when `storage-consumer
+ * healthcheck` does (one rule, two transports), and also once the host is Failing or Stopped.
+ */
+export interface Liveness {
+  readonly alive: boolean;
+  readonly state: HostState;
+  readonly maxAgeMs: number;
+  /** Per pipeline: its state and the age of its heartbeat (ms; `null`: never written). */
+  readonly pipelines: Readonly<Partial<Record<PipelineName, { readonly state: PipelineState; readonly heartbeatAgeMs: number | null }>>>;
+  /** Why not alive, one line each; empty when alive. */
+  readonly missing: readonly string[];
+}
+
+/**
+ * `/healthz` now: alive while the host is neither Failing nor Stopped and every pipeline's
+ * heartbeat is at most `maxAgeMs` old at `now` (monotonic ms, the clock the beats were taken on).
+ */
+export function evaluateLiveness(state: HostState, views: readonly PipelineView[], maxAgeMs: number, now: number): Liveness {
+  const pipelines: Partial<Record<PipelineName, { state: PipelineState; heartbeatAgeMs: number | null }>> = {};
+  const missing: string[] = [];
+  if (state === 'Failing' || state === 'Stopped') missing.push(`host: ${state}`);
+  for (const { snapshot, verdict } of views) {
+    const age = snapshot.lastBeatAt === undefined ? null : now - snapshot.lastBeatAt;
+    pipelines[snapshot.pipeline] = { state: verdict.state, heartbeatAgeMs: age };
+    if (age === null) missing.push(`${snapshot.pipeline}: no heartbeat written yet`);
+    else if (age > maxAgeMs) missing.push(`${snapshot.pipeline}: heartbeat ${age} ms old (limit ${maxAgeMs} ms; ${verdict.state})`);
+  }
+  return { alive: missing.length === 0, state, maxAgeMs, pipelines, missing };
+}
 
 /** One pipeline as readiness sees it (derived from its progress record). */
 export interface PipelineReadiness {
@@ -41,22 +80,27 @@ export interface Readiness {
 /** A readiness database check never waits longer than this. */
 const READINESS_DATABASE_TIMEOUT_MS = 3_000;
 
+/** One pipeline as a readiness check reads it. */
+export interface ReadinessPipeline {
+  /** Its invoker; `undefined` before the host built it. */
+  readonly invoker: Invoker | undefined;
+  /** Its progress record and the verdict on it, now. */
+  view(): PipelineView;
+}
+
 /** What a readiness check reads of the host, at the moment it reads it. */
 export interface ReadinessSource {
   readonly settings: HostSettings;
   /** The host's life-cycle state now. */
   state(): HostState;
-  /** The pipelines' invokers, in the order of the selected pipelines (none before the start). */
-  readonly invokers: readonly Invoker[];
-  /** Every pipeline's progress record and the verdict on it, now. */
-  progress(): PipelineView[];
+  /** The host's pipelines by name. */
+  readonly pipelines: ReadonlyMap<PipelineName, ReadinessPipeline>;
 }
 
 /** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
 export function databaseProblem(error: unknown): string {
   const code = (error as { code?: unknown } | undefined)?.code;
   if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
-  if (error instanceof Error && error.name === 'DatabaseTimeout') return error.message;
   if (error instanceof Error) return error.name;
   return 'unknown error';
 }
@@ -78,20 +122,12 @@ async function pingDatabase(invoker: Invoker | undefined, settings: HostSettings
 async function pingText(invoker: Invoker | undefined, settings: HostSettings): Promise<string | NonNullable<PingVerdict['held']>> {
   if (invoker?.ping === undefined)
     return settings.invoke.mode === 'lambda' ? 'not checked (the functions hold the database)' : 'not started';
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(Object.assign(new Error(`no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`), { name: 'DatabaseTimeout' })),
-      READINESS_DATABASE_TIMEOUT_MS,
-    );
-  });
   try {
-    const result = await Promise.race([invoker.ping(), timeout]);
+    const result = await within(invoker.ping(), READINESS_DATABASE_TIMEOUT_MS);
+    if (result === TIMED_OUT) return `no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`;
     return result?.poolHeld ?? 'ok';
   } catch (error) {
     return databaseProblem(error);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -112,23 +148,22 @@ function poolHeldLine(name: string, held: NonNullable<PingVerdict['held']>, snap
  * them: before the database checks, and after.
  */
 export async function evaluateReadiness(host: ReadinessSource): Promise<Readiness> {
-  const { settings, invokers } = host;
-  const names = settings.storage.selectedPipelines;
+  const { settings } = host;
+  const entries = [...host.pipelines];
   // Only a running host's pools are pinged: a stopping or stopped invoker would open a new pool
   // that nothing closes, and the state alone already makes such a host not ready.
   const running = host.state() === 'Running';
   const databases = await Promise.all(
-    names.map((_, index) =>
-      running ? pingDatabase(invokers[index], settings) : Promise.resolve({ database: `not checked (host ${host.state()})` }),
+    entries.map(([, pipeline]) =>
+      running ? pingDatabase(pipeline.invoker, settings) : Promise.resolve({ database: `not checked (host ${host.state()})` }),
     ),
   );
   const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};
   const missing: string[] = [];
   const state = host.state();
   if (state !== 'Running') missing.push(`host: ${state}`);
-  const views = host.progress();
-  names.forEach((name, index) => {
-    const { snapshot, verdict } = views[index] as PipelineView;
+  entries.forEach(([name, pipeline], index) => {
+    const { snapshot, verdict } = pipeline.view();
     const { database, held } = databases[index] as PingVerdict;
     pipelines[name] = {
       state: verdict.state,

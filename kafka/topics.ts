@@ -10,7 +10,7 @@ import type { Admin } from 'kafkajs';
 import { StorageConsumerError } from '../shared/errors.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { PIPELINES, PIPELINE_NAMES } from '../shared/pipelines.js';
-import { createKafka, plaintextKafka } from './kafka-connection.js';
+import { createKafka, plaintextKafka } from './connection.js';
 import type { KafkaSettings } from './settings.js';
 
 /** Partitions per topic (docs/design.md section 1): up to 3 active consumers per group. */

@@ -1,0 +1,44 @@
+/**
+ * The host's one Kafka admin client (the background lag readings and the status endpoint share
+ * it): connected on first use, reconnected after a failed connect, never connected again once the
+ * host let go of it.
+ */
+import type { Admin, Kafka } from 'kafkajs';
+
+/** The shared admin client (see the file's comment). */
+export interface HostAdmin {
+  /** The connected admin; rejects before the host has a Kafka client and after `close()`. */
+  connected(): Promise<Admin>;
+  /** Whether `close()` was called: a reading after that must not connect a new one. */
+  closed(): boolean;
+  /** Disconnects it (if it was connected); later `connected()` calls reject. */
+  close(): Promise<void>;
+}
+
+/** `kafka()`: the host's Kafka client, `undefined` before it exists; `state()` names why there is none. */
+export function createHostAdmin(kafka: () => Kafka | undefined, state: () => string): HostAdmin {
+  let admin: Promise<Admin> | undefined;
+  let closed = false;
+  return {
+    async connected() {
+      const client = kafka();
+      if (client === undefined || closed) throw new Error(`the host is ${state()}`);
+      admin ??= (async () => {
+        const created = client.admin();
+        await created.connect();
+        return created;
+      })();
+      return admin.catch((error: unknown) => {
+        admin = undefined;
+        throw error;
+      });
+    },
+    closed: () => closed,
+    async close() {
+      closed = true;
+      const current = admin;
+      admin = undefined;
+      await current?.then((connected) => connected.disconnect()).catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * One pipeline of the host: the one object that owns what the host runs for it. Its progress
+ * record and the watch that writes its heartbeat exist from the host's start (so the health check
+ * and `/healthz` agree from the first moment, a long migration included); its invoker and its
+ * consumer are attached once the host starts consuming.
+ */
+import type { CoreLogger } from '../shared/logger.js';
+import type { PipelineName } from '../shared/pipelines.js';
+import type { Clock } from './clock.js';
+import { systemClock } from './clock.js';
+import { createHeartbeat } from './heartbeat.js';
+import type { Invoker } from './invoker.js';
+import type { PipelineView } from './metrics.js';
+import { PipelineFailedError } from './pipeline-failure.js';
+import type { PipelineSettings } from './pipeline-settings.js';
+import type { ProgressBounds } from './progress.js';
+import { evaluateProgress, PipelineProgress } from './progress.js';
+import { watchProgress } from './progress-watch.js';
+import type { HeartbeatSettings } from './settings.js';
+import type { PipelineConsumer } from './topic-consumer.js';
+
+/** What a host pipeline is built from. */
+export interface HostPipelineOptions {
+  readonly settings: PipelineSettings;
+  readonly bounds: ProgressBounds;
+  readonly heartbeat: HeartbeatSettings;
+  /** The deadline of one attempt (an invocation), for the watch's half-budget warning. */
+  readonly attemptBudgetMs: number;
+  readonly logger: CoreLogger;
+  /** Told when the pipeline failed before it had a consumer to fail (the host then fails). */
+  readonly onFailure: (error: Error) => void;
+  readonly clock?: Clock;
+}
+
+/** One pipeline of the host (see the file's comment). */
+export class HostPipeline {
+  readonly name: PipelineName;
+  readonly settings: PipelineSettings;
+  readonly progress: PipelineProgress;
+  /** Set by the host's start; `undefined` before. */
+  invoker: Invoker | undefined;
+  /** Set by the host's start; `undefined` before. */
+  consumer: PipelineConsumer | undefined;
+  private readonly bounds: ProgressBounds;
+  private readonly clock: Clock;
+  private readonly unwatch: () => void;
+
+  constructor(options: HostPipelineOptions) {
+    const { settings, logger } = options;
+    this.name = settings.name;
+    this.settings = settings;
+    this.bounds = options.bounds;
+    this.clock = options.clock ?? systemClock;
+    const progress = new PipelineProgress({ pipeline: settings.name, topic: settings.topic, group: settings.group, clock: this.clock });
+    this.progress = progress;
+    this.unwatch = watchProgress({
+      progress,
+      bounds: options.bounds,
+      logger,
+      attemptBudgetMs: options.attemptBudgetMs,
+      clock: this.clock,
+      heartbeat: createHeartbeat({
+        dir: options.heartbeat.dir,
+        pipeline: settings.name,
+        intervalMs: options.heartbeat.intervalMs,
+        logger,
+        now: () => this.clock.monotonic(),
+        onWritten: (at) => progress.beat(at),
+      }),
+      onFailed: (reason) => {
+        if (this.consumer) this.consumer.fail(reason);
+        else options.onFailure(new PipelineFailedError(settings.name, reason));
+      },
+    });
+  }
+
+  /** Its progress record and the verdict on it, now. */
+  view(now: number = this.clock.monotonic()): PipelineView {
+    const snapshot = this.progress.snapshot();
+    return { snapshot, verdict: evaluateProgress(snapshot, this.bounds, now) };
+  }
+
+  /** Its consumer's member id in the group, once joined. */
+  memberId(): string | undefined {
+    return this.consumer?.memberId();
+  }
+
+  /** The end of the host: marks a clean stop (unless the host failed) and stops the watch. */
+  end(failed: boolean): void {
+    if (!failed) this.progress.stopped();
+    this.unwatch();
+  }
+}

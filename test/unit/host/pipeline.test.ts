@@ -1,0 +1,104 @@
+/**
+ * One host pipeline (host/pipeline.ts) on a hand clock and fake timers: its watch writes the
+ * heartbeat from the start, a failure before its consumer exists fails the host, one after is the
+ * consumer's, and the end stops the watch.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { PipelineFailedError } from '../../../host/pipeline-failure.js';
+import { HostPipeline } from '../../../host/pipeline.js';
+import type { PipelineConsumer } from '../../../host/topic-consumer.js';
+import type { CoreLogger } from '../../../shared/logger.js';
+import { ManualClock } from '../../helpers/clock.js';
+
+const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
+
+describe('a host pipeline', () => {
+  let dir: string;
+  beforeEach(() => {
+    // Timers only: the heartbeat's file write completes on real I/O, awaited with `written` below.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+    dir = mkdtempSync(join(tmpdir(), 'host-pipeline-'));
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const build = (onFailure: (error: Error) => void) => {
+    const clock = new ManualClock();
+    const logger = { warn: vi.fn(), info: vi.fn(), error: vi.fn(), debug: vi.fn() } as unknown as CoreLogger;
+    const pipeline = new HostPipeline({
+      settings: { name: 'reviews', topic: 'reviews-topic', group: 'g.reviews', batchSize: 500 },
+      bounds,
+      heartbeat: { dir, intervalMs: 5_000 },
+      attemptBudgetMs: 60_000,
+      logger,
+      onFailure,
+      clock,
+    });
+    return { clock, pipeline };
+  };
+  /** Resolves once the pipeline's heartbeat file was written (a few I/O turns). */
+  const written = async (pipeline: HostPipeline) => {
+    for (let turn = 0; turn < 1_000 && pipeline.view().snapshot.lastBeatAt === undefined; turn += 1) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  /** Lets `ms` pass on the hand clock and the timers together, a second at a time. */
+  const pass = async (clock: ManualClock, ms: number) => {
+    for (let left = ms; left > 0; left -= 1_000) {
+      clock.advance(1_000);
+      await vi.advanceTimersByTimeAsync(1_000);
+    }
+  };
+
+  it('has its heartbeat written from the start, before it has a consumer', async () => {
+    const { clock, pipeline } = build(vi.fn());
+    await written(pipeline);
+    expect(pipeline.view().snapshot.lastBeatAt).toBe(clock.monotonic());
+    expect(pipeline.view().verdict.state).toBe('STARTING');
+    expect(pipeline.memberId()).toBeUndefined();
+    pipeline.end(true);
+  });
+
+  it('fails the host when it fails before its consumer exists, and its consumer once it has one', async () => {
+    const onFailure = vi.fn();
+    const early = build(onFailure);
+    early.pipeline.progress.setPaused(false);
+    early.pipeline.progress.consumerStarted();
+    early.pipeline.progress.joined([0]);
+    await pass(early.clock, bounds.fetchFailAfterMs + 1_000);
+    expect(onFailure).toHaveBeenCalledTimes(1);
+    expect(onFailure.mock.calls[0]?.[0]).toBeInstanceOf(PipelineFailedError);
+    early.pipeline.end(true);
+
+    const hostFailure = vi.fn();
+    const late = build(hostFailure);
+    const fail = vi.fn();
+    late.pipeline.consumer = { fail, memberId: () => 'member-1' } as unknown as PipelineConsumer;
+    late.pipeline.progress.setPaused(false);
+    late.pipeline.progress.consumerStarted();
+    late.pipeline.progress.joined([0]);
+    await pass(late.clock, bounds.fetchFailAfterMs + 1_000);
+    expect(fail).toHaveBeenCalledTimes(1);
+    expect(fail.mock.calls[0]?.[0]).toMatch(/^no fetch completed for 301 s/);
+    expect(hostFailure).not.toHaveBeenCalled();
+    expect(late.pipeline.memberId()).toBe('member-1');
+    late.pipeline.end(true);
+  });
+
+  it('ends as STOPPED after a clean stop, and its watch writes no more', async () => {
+    const { clock, pipeline } = build(vi.fn());
+    await written(pipeline);
+    pipeline.end(false);
+    const beatAt = pipeline.view().snapshot.lastBeatAt;
+    expect(beatAt).toBe(clock.monotonic());
+    await pass(clock, 30_000);
+    for (let turn = 0; turn < 100; turn += 1) await new Promise((resolve) => setImmediate(resolve)); // any write would have landed
+    expect(pipeline.view().verdict.state).toBe('STOPPED');
+    expect(pipeline.view().snapshot.lastBeatAt).toBe(beatAt);
+  });
+});
