@@ -95,8 +95,9 @@ function leafCommand(declared: LeafCommand, io: CliIo, outcome: Outcome): Comman
     for (const option of command.options) {
       const name = option.long?.slice(2) ?? '';
       const value: unknown = command.getOptionValue(option.attributeName());
-      // A boolean is true when it was given (`--no-audit` reads as `'no-audit': true`); a string is its text.
-      if (option.isBoolean()) {
+      // A flag is true when it was given (`--no-audit` reads as `'no-audit': true`: commander counts a
+      // negated flag as no boolean, and keeps it as `audit: false`); a string is its text.
+      if (option.isBoolean() || option.negate) {
         if (command.getOptionValueSource(option.attributeName()) === 'cli') values[name] = true;
       } else if (typeof value === 'string') {
         values[name] = value;
