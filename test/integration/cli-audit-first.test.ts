@@ -46,13 +46,16 @@ const hosts: HostHandle[] = [];
 async function createRoleWithoutAudit(): Promise<string> {
   role = `sc_noaudit_${randomBytes(4).toString('hex')}`;
   const { schema } = stack.schema;
-  await stack.schema.pool.query(`CREATE ROLE ${role} LOGIN`);
+  // A password too: the embedded PostgreSQL asks for one over TCP (the machine's may trust).
+  const password = randomBytes(12).toString('hex');
+  await stack.schema.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
   await stack.schema.pool.query(`GRANT USAGE ON SCHEMA ${schema} TO ${role}`);
   await stack.schema.pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role}`);
   await stack.schema.pool.query(`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA ${schema} TO ${role}`);
   await stack.schema.pool.query(`REVOKE INSERT, UPDATE ON operator_actions FROM ${role}`);
   const url = new URL(stack.schema.url);
   url.username = role;
+  url.password = password;
   return url.toString();
 }
 
