@@ -140,8 +140,11 @@ describe('a batch waiting for its redelivery, then the broker gone', () => {
         .join('\n')}`,
     );
     expect(exit?.code).toBe(1);
+    // Either the fail bound ends it, naming the waiting batch, or, first, kafkajs itself gives up on
+    // the gone broker (`kafka consumer crashed: Failed to find group coordinator`, seen in CI): both
+    // are the failure guarantee 4 asks for, within the bound below.
     expect(String(failed?.error)).toMatch(
-      /^pipeline reviews failed: no fetch completed for \d+ s.*, a batch waits for its redelivery \(partition \d+ offsets \d+\.\.\d+\) \(STORAGE_FETCH_FAIL_AFTER_MS=10000\)$/,
+      /^pipeline reviews failed: (no fetch completed for \d+ s.*, a batch waits for its redelivery \(partition \d+ offsets \d+\.\.\d+\) \(STORAGE_FETCH_FAIL_AFTER_MS=10000\)|kafka consumer crashed: .+)$/,
     );
     expect(failedAt - lastChance).toBeLessThanOrEqual(FAIL_MS + TICK_MS + 500);
     // The process goes down right after: nothing is left to finish (the stop does not wait for the broker).
