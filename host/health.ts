@@ -132,6 +132,16 @@ async function pingText(invoker: Invoker | undefined, settings: HostSettings): P
 }
 
 /**
+ * A pipeline's ping. Held, but no batch of this host in flight once the ping is over: the batch that
+ * held the pool ended while the ping asked the database, and a second ping says what the pool is now.
+ */
+async function pingPipeline(pipeline: ReadinessPipeline, settings: HostSettings): Promise<PingVerdict> {
+  const verdict = await pingDatabase(pipeline.invoker, settings);
+  if (verdict.held === undefined || pipeline.view().snapshot.inFlight.length > 0) return verdict;
+  return pingDatabase(pipeline.invoker, settings);
+}
+
+/**
  * The database answers, but the pipeline's pool is held: by which batch (the oldest in flight, as
  * the stall line names it) and what its statements wait on.
  */
@@ -155,7 +165,7 @@ export async function evaluateReadiness(host: ReadinessSource): Promise<Readines
   const running = host.state() === 'Running';
   const databases = await Promise.all(
     entries.map(([, pipeline]) =>
-      running ? pingDatabase(pipeline.invoker, settings) : Promise.resolve({ database: `not checked (host ${host.state()})` }),
+      running ? pingPipeline(pipeline, settings) : Promise.resolve({ database: `not checked (host ${host.state()})` }),
     ),
   );
   const pipelines: Partial<Record<PipelineName, PipelineReadiness>> = {};

@@ -10,7 +10,14 @@ import { PIPELINES } from './pipelines.js';
 import type { PipelineName } from './pipelines.js';
 import { ApplicationResolver } from './resolver.js';
 import { PrecheckSwitch } from './upsert.js';
+import { TIMED_OUT, within } from './timeout.js';
 import type { DatabaseSettings, Settings } from './settings.js';
+
+/**
+ * How long a readiness ping waits for one of the pool's connections before it asks the database
+ * from outside the pool what holds them (well inside the readiness check's 3 s).
+ */
+const PING_CONNECTION_WAIT_MS = 1_000;
 
 /** What one pipeline keeps between batches: its pool and its cache (nothing shared). */
 export interface PipelineRuntime {
@@ -82,24 +89,43 @@ export function createPipelineRuntime(
     warm: async () => {
       await (await open()).query('SELECT 1');
     },
+    // A pool whose every connection is checked out for a moment (a batch writing) is busy, not
+    // held: the ping queues for a connection like any statement and says "held" only when none
+    // comes within PING_CONNECTION_WAIT_MS.
     ping: async () => {
       const current = await open();
-      if (current.idleCount > 0 || current.totalCount < (current.options.max ?? 10)) {
-        await current.query('SELECT 1');
-        return { poolHeld: undefined };
+      const pending = current.connect();
+      const client = await within(pending, PING_CONNECTION_WAIT_MS);
+      if (client === TIMED_OUT) {
+        // The connection comes when a statement of the batch ends: given back at once.
+        pending.then(
+          (late) => late.release(),
+          () => undefined,
+        );
+        return { poolHeld: await askOutsidePool(await source.settings(), current, name) };
       }
-      return { poolHeld: await askOutsidePool(await source.settings(), current, name) };
+      try {
+        await client.query('SELECT 1');
+        client.release();
+      } catch (error) {
+        client.release(error instanceof Error ? error : true);
+        throw error;
+      }
+      return { poolHeld: undefined };
     },
   };
 }
 
-/** What a readiness ping found: the database answers; `poolHeld` when every connection of the pool was checked out. */
+/**
+ * What a readiness ping found: the database answers; `poolHeld` when no connection of the pool came
+ * free within PING_CONNECTION_WAIT_MS.
+ */
 export interface PingResult {
   readonly poolHeld: { readonly size: number; readonly waiting: number; readonly waits: readonly string[] } | undefined;
 }
 
 /**
- * Every connection of the pool is busy (a batch blocked on a lock holds them): waiting for one
+ * Every connection of the pool stayed busy (a batch blocked on a lock holds them): waiting longer
  * would say "the database does not answer" when it does. A connection of its own asks the
  * database instead, and what the pool's sessions wait on (`pg_stat_activity`, by the pool's
  * application name): `Lock/relation, blocked by pid 4711`.
@@ -119,7 +145,8 @@ async function askOutsidePool(database: DatabaseSettings, pool: pg.Pool, name: s
       const blockers = row.blockers === null || row.blockers.length === 0 ? '' : `, blocked by pid ${row.blockers.join(', ')}`;
       return `a statement running for ${row.seconds ?? '?'} s waits on ${row.wait ?? 'nothing (running)'}${blockers}`;
     });
-    return { size: pool.totalCount, waiting: pool.waitingCount, waits };
+    // The ping's own request for a connection is one of the waiting ones.
+    return { size: pool.totalCount, waiting: Math.max(0, pool.waitingCount - 1), waits };
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -2,7 +2,7 @@ import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
-import { closeHostTestStack, createTestPipelines, hostEnvironment, openHostTestStack } from '../helpers/host.js';
+import { closeHostTestStack, createTestPipelines, hostEnvironment, openHostTestStack, waitUntil } from '../helpers/host.js';
 import { produce, testKafka } from '../helpers/kafka.js';
 import { sampleReview } from '../helpers/messages.js';
 
@@ -110,8 +110,20 @@ describe('peek', () => {
     } finally {
       await producer.disconnect();
     }
-    const [range] = (await admin.fetchTopicOffsets(names.topics.reviews)).filter((offsets) => offsets.partition === 2);
-    expect(range?.high).toBe('5');
+    // The commit answers once the coordinator has prepared it; the markers reach the partition
+    // after that, so the end of the partition is read until the second marker is there.
+    let high = '';
+    await waitUntil(
+      'both commit markers written (partition 2 ends at offset 5)',
+      async () => {
+        const [range] = (await admin.fetchTopicOffsets(names.topics.reviews)).filter((offsets) => offsets.partition === 2);
+        high = range?.high ?? '';
+        return high === '5';
+      },
+      10_000,
+      50,
+    );
+    expect(high).toBe('5');
 
     // Act: ask for more records than there are
     const started = Date.now();

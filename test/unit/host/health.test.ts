@@ -120,6 +120,27 @@ describe('readiness', () => {
     expect(readiness.missing.some((line) => line.includes('ECONNREFUSED <address>'))).toBe(true);
   });
 
+  it('pings again when the pool was held but no batch of this host is in flight once the ping is over (the batch ended meanwhile)', async () => {
+    const { view } = runningPipeline(new ManualClock());
+    const held = { poolHeld: { size: 3, waiting: 0, waits: [] } };
+    const ping = vi.fn<NonNullable<Invoker['ping']>>().mockResolvedValueOnce(held).mockResolvedValueOnce({ poolHeld: undefined });
+    const readiness = await evaluateReadiness(source('Running', { invoker: invoker(ping), view }));
+    expect(ping).toHaveBeenCalledTimes(2);
+    expect(readiness).toMatchObject({ ready: true, missing: [], pipelines: { reviews: { database: 'ok' } } });
+  });
+
+  it('says the pool is held when it still is at the second ping, naming no batch', async () => {
+    const { view } = runningPipeline(new ManualClock());
+    const ping = vi.fn<NonNullable<Invoker['ping']>>().mockResolvedValue({ poolHeld: { size: 3, waiting: 0, waits: [] } });
+    const readiness = await evaluateReadiness(source('Running', { invoker: invoker(ping), view }));
+    expect(ping).toHaveBeenCalledTimes(2);
+    expect(readiness.ready).toBe(false);
+    expect(readiness.pipelines.reviews?.database).toBe('pool held (3 of 3 connections busy)');
+    expect(readiness.missing).toEqual([
+      "reviews: database answers, but all 3 connection(s) of the pipeline's pool are held by no batch of this host in flight",
+    ]);
+  });
+
   it('does not check the database in lambda mode (the functions hold it)', async () => {
     const { view } = runningPipeline(new ManualClock());
     const readiness = await evaluateReadiness(source('Running', { invoker: undefined, view }, 'lambda'));
