@@ -1,9 +1,11 @@
 /**
  * The host's per-partition batch loop (docs/design.md section 3, "The host on kafkajs"): one polled
- * batch of one partition is cut into events, and each event goes through one step: invoke,
- * decide its offsets, commit or redeliver. It knows kafkajs only through {@link BatchPort}, the
- * part of kafkajs' `eachBatch` payload it uses, so a unit test drives it with plain objects and a
- * change of Kafka client changes only the adapter that builds the port (host/topic-consumer.ts).
+ * batch of one partition is cut into events and taken into the partition's lane
+ * (./partition-lanes.ts), which writes them in offset order while the next fetch goes on; each
+ * event goes through one step: invoke, decide its offsets, commit or redeliver. It knows kafkajs
+ * only through {@link BatchPort}, the part of kafkajs' `eachBatch` payload it uses, so a unit test
+ * drives it with plain objects and a change of Kafka client changes only the adapter that builds
+ * the port (host/topic-consumer.ts).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
@@ -19,6 +21,8 @@ import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
 import { batchFields } from '../shared/batch-report.js';
+import type { LaneStepOutcome } from './partition-lanes.js';
+import { createPartitionLanes } from './partition-lanes.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from './settings.js';
 
@@ -65,7 +69,10 @@ export interface BatchPort {
   isStale(): boolean;
   /** Heartbeats the group; throws on a rebalance. */
   heartbeat(): Promise<void>;
-  /** Marks records consumed up to `offset` (inclusive): the next fetch of the partition starts after it. */
+  /**
+   * Marks records consumed up to `offset` (inclusive): the next fetch of the partition starts
+   * after it. Called when the batch enters its lane: a position to fetch from, never a commit.
+   */
   resolveOffset(offset: string): void;
   commitOffsetsIfNecessary(offsets: CommitRequest): Promise<void>;
 }
@@ -95,6 +102,8 @@ export interface BatchLoopOptions {
   readonly fail: (message: string, cause: unknown, place: BatchPlace) => void;
   /** Moves the partition's fetch position back to `offset`, for a redelivery. */
   readonly seek: (topic: string, partition: number, offset: string) => void;
+  /** Events invoked at the same time over all partitions (the database pool, or Lambda's concurrency). */
+  readonly concurrency: number;
 }
 
 /**
@@ -106,16 +115,27 @@ export interface BatchLoopState {
   commitFailuresInRow: number;
 }
 
-/** What one step did: go on with the next event of the batch, or leave the batch. */
-export type StepOutcome = 'next' | 'leave';
+/**
+ * What one step did: go on with the next event; leave the rest of what the partition's lane
+ * holds, which is fetched again from the next event (`leave`); or leave it where the fetch
+ * position already went back to (`rewound`: a redelivery's seek, or a seek pending).
+ */
+export type StepOutcome = LaneStepOutcome;
 
 /** The loop of one pipeline: `eachBatch` for each polled batch, `step` for one event of it. */
 export interface BatchLoop {
   readonly state: BatchLoopState;
-  /** Cuts the batch into events and steps through them while the pipeline may invoke. */
+  /**
+   * Cuts the batch into events and takes them into the partition's lane; resolves once the lane
+   * has room for it (the events are written after the ones before them, in offset order).
+   */
   eachBatch(port: BatchPort): Promise<void>;
   /** One event: invoke (heartbeating), decide its offsets, then commit, or back off and seek. */
   step(hostEvent: HostEvent, port: BatchPort): Promise<StepOutcome>;
+  /** Runs kafkajs' join or leave once every event in flight is over, nothing waiting taken in. */
+  whileDrained<T>(work: () => Promise<T>): Promise<T>;
+  /** Resolves once every lane is idle. */
+  idle(): Promise<void>;
 }
 
 /**
@@ -163,8 +183,8 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
     }
   };
 
+  // The fetch position was resolved when the batch entered its lane: a commit only commits.
   const commit = async (port: BatchPort, offsets: readonly PartitionOffset[], place: BatchPlace) => {
-    for (const { offset } of offsets) port.resolveOffset((BigInt(offset) - 1n).toString());
     try {
       await port.commitOffsetsIfNecessary({
         topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
@@ -272,15 +292,15 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
         partitions: hostEvent.partitions.map(({ key, offsets }) => ({ partition: key, first: offsets[0], last: offsets.at(-1) })),
       });
     }
-    // After a rebalance the partition belongs to someone else: drop the batch, commit nothing.
+    // The partition was sought meanwhile: drop the batch, commit nothing; the seek says where it goes on.
     if (port.isStale()) {
       progress.dropped(batch.partition);
-      return 'leave';
+      return 'rewound';
     }
     if (decision.commit.length > 0) await commit(port, decision.commit, place);
     if (decision.redeliver.length > 0) {
       await redeliver(port, place, result, decision, inFlight);
-      return 'leave';
+      return 'rewound';
     }
     state.redeliveriesInRow.delete(batch.partition);
     progress.stored(batch.partition);
@@ -293,14 +313,20 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       { topic: batch.topic, partition: batch.partition, messages: batch.messages, lastOffset: batch.lastOffset() },
       { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source: options.source },
     );
-    for (const hostEvent of eventsToInvoke(events, batch, pipeline.batchSize)) {
-      // After a stop request or a seek the rest of the batch is not ours to invoke. After a
-      // pause it waits: its offsets are not resolved, so the first fetch after the resume
-      // starts with it.
-      if (options.halted() || !port.isRunning() || port.isStale()) return;
-      if ((await step(hostEvent, port)) === 'leave') return;
-    }
+    // After a stop request or a seek the batch is not ours to invoke. After a pause it waits:
+    // its offsets are not resolved, so the first fetch after the resume starts with it.
+    if (options.halted() || !port.isRunning() || port.isStale()) return;
+    await lanes.enqueue(batch.partition, port, eventsToInvoke(events, batch, pipeline.batchSize));
   };
 
-  return { state, eachBatch, step };
+  const lanes = createPartitionLanes<BatchPort>({
+    concurrency: options.concurrency,
+    halted: options.halted,
+    step,
+    seek: (partition, offset) => options.seek(pipeline.topic, partition, offset),
+    // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
+    onError: (error, hostEvent, port) => options.fail(`unexpected error in the host: ${String(error)}`, error, placeOf(hostEvent, port.batch)),
+  });
+
+  return { state, eachBatch, step, whileDrained: (work) => lanes.whileDrained(work), idle: () => lanes.idle() };
 }

@@ -6,6 +6,7 @@ import type { PipelineSettings } from './pipeline-settings.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { UnreadableBatchError } from '../kafka/kafkajs/codecs.js';
 import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from '../kafka/kafkajs/fetch-probe.js';
+import { runWithGroupGate } from '../kafka/kafkajs/group-gate.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import { batchFields } from '../shared/batch-report.js';
@@ -52,6 +53,8 @@ export interface PipelineConsumer {
    * first call (the pause state read once) the consumer fetches nothing: it may be paused.
    */
   setPaused(pause: PipelinePause | undefined): void;
+  /** Resolves once no batch taken in is still being written (the batches are written while kafkajs fetches on). */
+  idle(): Promise<void>;
 }
 
 /** The command that steps over an unreadable batch (docs/operations.md), for its log line. */
@@ -205,6 +208,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     halted: () => failure !== undefined || held(),
     fail,
     seek: (topic, partition, offset) => consumer.seek({ topic, partition, offset }),
+    concurrency,
   });
 
   return {
@@ -226,21 +230,28 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
           { cause: error },
         );
       }
-      await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: concurrency,
-        eachBatch: async (payload) => {
-          try {
-            await loop.eachBatch(payload);
-          } catch (error) {
-            // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
-            fail(`unexpected error in the host: ${String(error)}`, error);
-          }
-        },
-      });
+      // Every join and leave of this consumer (a rebalance, a restart after a crash) waits for
+      // the writes in flight: no write of this member overlaps one of the partition's next owner.
+      await runWithGroupGate(
+        (work) => loop.whileDrained(work),
+        () =>
+          consumer.run({
+            autoCommit: false,
+            eachBatchAutoResolve: false,
+            partitionsConsumedConcurrently: concurrency,
+            eachBatch: async (payload) => {
+              try {
+                await loop.eachBatch(payload);
+              } catch (error) {
+                // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
+                fail(`unexpected error in the host: ${String(error)}`, error);
+              }
+            },
+          }),
+      );
     },
     memberId: () => memberId,
+    idle: () => loop.idle(),
     setPaused(next) {
       const first = !pauseKnown;
       pauseKnown = true;
@@ -275,7 +286,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       stopping = true;
       stopWatchingFetches();
       if (failure === undefined) progress.stopped();
-      const disconnected = consumer.disconnect();
+      // The writes in flight finish (and commit) before the leave; what waits is dropped.
+      const disconnected = loop.whileDrained(() => consumer.disconnect());
       if (inGroup) return disconnected;
       // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold
       // for the whole rebalance timeout (e.g. until a killed member's session runs out). A

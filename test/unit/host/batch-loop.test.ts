@@ -75,35 +75,41 @@ function loop(answer: (call: number) => InvocationResult) {
     halted: () => failures.length > 0,
     fail: (text, _cause, place) => failures.push({ message: text, place }),
     seek: (topic, partition, offset) => seeks.push(`${topic}-${partition}@${offset}`),
+    concurrency: 3,
   });
-  return { batchLoop, invocations, seeks, failures, progress };
+  /** One polled batch, handed over and written to the end. */
+  const deliver = async (polled: BatchPort) => {
+    await batchLoop.eachBatch(polled);
+    await batchLoop.idle();
+  };
+  return { batchLoop, deliver, invocations, seeks, failures, progress };
 }
 
 describe('batch loop (through its port)', () => {
   it('commits each event of a batch in offset order, one at a time, after its invocation', async () => {
     // Prepare
-    const { batchLoop, invocations } = loop(() => ok);
+    const { batchLoop, deliver, invocations } = loop(() => ok);
     const polled = port([10, 11, 12, 13]);
 
     // Act
-    await batchLoop.eachBatch(polled.port);
+    await deliver(polled.port);
 
     // Assess
     expect(invocations).toEqual([
       [10, 11],
       [12, 13],
     ]);
-    expect(polled.resolved).toEqual(['11', '13']);
+    expect(polled.resolved).toEqual(['13']);
     expect(polled.commits).toEqual(['1@12', '1@14']);
   });
 
   it('leaves a short last event for the next fetch when the partition holds more, so events carry the full batch size', async () => {
     // Prepare: offsets 10..14 fetched, the partition ends at 20
-    const { batchLoop, invocations } = loop(() => ok);
+    const { batchLoop, deliver, invocations } = loop(() => ok);
     const polled = port([10, 11, 12, 13, 14], { end: 20 });
 
     // Act
-    await batchLoop.eachBatch(polled.port);
+    await deliver(polled.port);
 
     // Assess: 14 is neither invoked nor resolved: the next fetch starts with it
     expect(invocations).toEqual([
@@ -116,11 +122,11 @@ describe('batch loop (through its port)', () => {
 
   it('sends a short last event at the end of the partition, and a batch whose only event is short', async () => {
     // Prepare
-    const { batchLoop, invocations } = loop(() => ok);
+    const { batchLoop, deliver, invocations } = loop(() => ok);
 
     // Act
-    await batchLoop.eachBatch(port([10, 11, 12]).port);
-    await batchLoop.eachBatch(port([13], { end: 100 }).port);
+    await deliver(port([10, 11, 12]).port);
+    await deliver(port([13], { end: 100 }).port);
 
     // Assess
     expect(invocations).toEqual([[10, 11], [12], [13]]);
@@ -128,12 +134,12 @@ describe('batch loop (through its port)', () => {
 
   it('steps one event: a transient error backs off, commits nothing and seeks to the event; the exponent grows per partition', async () => {
     // Prepare
-    const { batchLoop, invocations, seeks, progress } = loop(() => transient);
+    const { batchLoop, deliver, invocations, seeks, progress } = loop(() => transient);
     const polled = port([3, 4, 5]);
 
     // Act
-    await batchLoop.eachBatch(polled.port);
-    await batchLoop.eachBatch(port([3, 4, 5]).port);
+    await deliver(polled.port);
+    await deliver(port([3, 4, 5]).port);
 
     // Assess
     expect(invocations).toEqual([
@@ -148,11 +154,11 @@ describe('batch loop (through its port)', () => {
 
   it('a stored event resets the redelivery exponent of its partition', async () => {
     // Prepare: the first invocation fails, the redelivery succeeds
-    const { batchLoop } = loop((call) => (call === 0 ? transient : ok));
+    const { batchLoop, deliver } = loop((call) => (call === 0 ? transient : ok));
 
     // Act
-    await batchLoop.eachBatch(port([3, 4]).port);
-    await batchLoop.eachBatch(port([3, 4]).port);
+    await deliver(port([3, 4]).port);
+    await deliver(port([3, 4]).port);
 
     // Assess
     expect(batchLoop.state.redeliveriesInRow.has(1)).toBe(false);
@@ -161,14 +167,14 @@ describe('batch loop (through its port)', () => {
   it('drops an event whose partition went stale during its invocation: nothing committed, nothing more invoked', async () => {
     // Prepare
     let stale = false;
-    const { batchLoop, invocations } = loop(() => {
+    const { batchLoop, deliver, invocations } = loop(() => {
       stale = true;
       return ok;
     });
     const polled = port([1, 2, 3, 4], { stale: () => stale });
 
     // Act
-    await batchLoop.eachBatch(polled.port);
+    await deliver(polled.port);
 
     // Assess
     expect(invocations).toEqual([[1, 2]]);
@@ -177,13 +183,13 @@ describe('batch loop (through its port)', () => {
 
   it('fails the pipeline after MAX_COMMIT_FAILURES failed commits in a row, not before', async () => {
     // Prepare
-    const { batchLoop, failures } = loop(() => ok);
+    const { batchLoop, deliver, failures } = loop(() => ok);
     const failing = { commit: async () => Promise.reject(new Error('coordinator moved')) };
 
     // Act: one event per batch
-    for (let attempt = 1; attempt < MAX_COMMIT_FAILURES; attempt += 1) await batchLoop.eachBatch(port([attempt], failing).port);
+    for (let attempt = 1; attempt < MAX_COMMIT_FAILURES; attempt += 1) await deliver(port([attempt], failing).port);
     const before = failures.length;
-    await batchLoop.eachBatch(port([MAX_COMMIT_FAILURES], failing).port);
+    await deliver(port([MAX_COMMIT_FAILURES], failing).port);
 
     // Assess
     expect(before).toBe(0);
