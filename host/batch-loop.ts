@@ -325,7 +325,8 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
     step,
     seek: (partition, offset) => options.seek(pipeline.topic, partition, offset),
     // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
-    onError: (error, hostEvent, port) => options.fail(`unexpected error in the host: ${String(error)}`, error, placeOf(hostEvent, port.batch)),
+    onError: (error, hostEvent, port) =>
+      options.fail(`unexpected error in the host: ${String(error)}`, error, placeOf(hostEvent, port.batch)),
   });
 
   return { state, eachBatch, step, whileDrained: (work) => lanes.whileDrained(work), idle: () => lanes.idle() };

@@ -20,7 +20,7 @@
 import type { HostEvent } from './batch.js';
 
 /** Fetched batches a lane holds besides the one it writes. */
-export const WAITING_PER_LANE = 1;
+const WAITING_PER_LANE = 1;
 
 /**
  * How one event ended, for its lane: go on; leave the rest, moving the fetch position back to it

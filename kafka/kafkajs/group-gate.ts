@@ -38,7 +38,9 @@ export function installGroupGate(): void {
   for (const name of ['joinAndSync', 'leave'] as const) {
     const original = ConsumerGroup.prototype[name];
     if (typeof original !== 'function')
-      throw new KafkajsIncompatibleError(`kafkajs' ConsumerGroup has no ${name}() (${CONSUMER_GROUP}): the host cannot drain its writes first`);
+      throw new KafkajsIncompatibleError(
+        `kafkajs' ConsumerGroup has no ${name}() (${CONSUMER_GROUP}): the host cannot drain its writes first`,
+      );
     if (original[INSTALLED]) continue;
     const wrapped: GroupMethod = function (this: unknown, ...args: unknown[]) {
       const gate = gates.getStore();

@@ -88,7 +88,7 @@ function loop(answer: (call: number) => InvocationResult) {
 describe('batch loop (through its port)', () => {
   it('commits each event of a batch in offset order, one at a time, after its invocation', async () => {
     // Prepare
-    const { batchLoop, deliver, invocations } = loop(() => ok);
+    const { deliver, invocations } = loop(() => ok);
     const polled = port([10, 11, 12, 13]);
 
     // Act
@@ -105,7 +105,7 @@ describe('batch loop (through its port)', () => {
 
   it('leaves a short last event for the next fetch when the partition holds more, so events carry the full batch size', async () => {
     // Prepare: offsets 10..14 fetched, the partition ends at 20
-    const { batchLoop, deliver, invocations } = loop(() => ok);
+    const { deliver, invocations } = loop(() => ok);
     const polled = port([10, 11, 12, 13, 14], { end: 20 });
 
     // Act
@@ -122,7 +122,7 @@ describe('batch loop (through its port)', () => {
 
   it('sends a short last event at the end of the partition, and a batch whose only event is short', async () => {
     // Prepare
-    const { batchLoop, deliver, invocations } = loop(() => ok);
+    const { deliver, invocations } = loop(() => ok);
 
     // Act
     await deliver(port([10, 11, 12]).port);
@@ -167,7 +167,7 @@ describe('batch loop (through its port)', () => {
   it('drops an event whose partition went stale during its invocation: nothing committed, nothing more invoked', async () => {
     // Prepare
     let stale = false;
-    const { batchLoop, deliver, invocations } = loop(() => {
+    const { deliver, invocations } = loop(() => {
       stale = true;
       return ok;
     });
