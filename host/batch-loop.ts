@@ -11,7 +11,7 @@ import { backoffDelayMs } from '../shared/backoff.js';
 import { deadlineIn } from './clock.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { EventSourceOptions } from '../shared/kafka-event-builder.js';
-import type { PipelineSettings } from './pipeline-settings.js';
+import type { PipelineSettings } from '../config/pipeline-settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import type { InvocationResult, Invoker } from './invoker.js';
@@ -20,7 +20,7 @@ import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { PipelineProgress } from './progress.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;

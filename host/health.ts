@@ -10,7 +10,7 @@ import type { Invoker } from './invoker.js';
 import type { PipelineView } from './metrics.js';
 import type { PipelineState } from './progress.js';
 import { describeBatch } from './progress.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 import { TIMED_OUT, within } from '../shared/timeout.js';
 
 /** The host's life cycle (docs/design.md section 9). */

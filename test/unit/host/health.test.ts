@@ -8,7 +8,7 @@ import { databaseProblem, evaluateLiveness, evaluateReadiness } from '../../../h
 import type { HostState, ReadinessPipeline } from '../../../host/health.js';
 import type { Invoker } from '../../../host/invoker.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
-import type { HostSettings } from '../../../host/settings.js';
+import type { HostSettings } from '../../../config/host-settings.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
 import { ManualClock } from '../../helpers/clock.js';
 
