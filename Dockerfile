@@ -14,7 +14,9 @@ COPY tsconfig.json ./
 COPY bin bin
 COPY scripts/build.js scripts/build.js
 COPY cli cli
+COPY config config
 COPY host host
+COPY host-api host-api
 COPY shared shared
 COPY aws aws
 RUN node scripts/build.js

@@ -17,8 +17,28 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-explicit-any': 'error' },
   },
   {
+    // The CLI stands beside the host, not on it (docs/design.md, "The Kafka seam"). `run` alone
+    // hands the process to the host's entry point, by a dynamic import this rule does not see.
+    files: ['cli/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/host/**'],
+              message:
+                'the CLI imports nothing from host/: the settings are in config/, what the host shows outward (heartbeat files, ' +
+                'HTTP paths, status document) in host-api/, the Kafka plumbing in kafka/ (docs/design.md, "The Kafka seam")',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Product code: Prettier wraps code at 140 columns but leaves long strings and comments whole.
-    files: ['{shared,host,cli,aws,deploy,handlers,bin,scripts,dev}/**/*.{ts,js}'],
+    files: ['{shared,config,host,host-api,cli,aws,deploy,handlers,bin,scripts,dev}/**/*.{ts,js}'],
     rules: { 'max-len': ['error', { code: 140, ignoreUrls: true }] },
   },
 );

@@ -36,7 +36,7 @@ import type { Admin, Message } from 'kafkajs';
 import pg from 'pg';
 import { freePorts } from '../dev/free-ports.js';
 import { ensureBroker } from '../dev/kafka/broker.js';
-import { heartbeatFile } from '../host/heartbeat.js';
+import { heartbeatFile } from '../host-api/heartbeat-files.js';
 import { installKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
 import { ensureTopics } from '../kafka/topics.js';
 import { buildKafkaEvent } from '../shared/kafka-event-builder.js';

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { connectionConfig, createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
-import { loadConsumerSettings } from '../host/pipeline-settings.js';
-import type { ConsumerSettings } from '../host/pipeline-settings.js';
+import { loadConsumerSettings } from '../config/pipeline-settings.js';
+import type { ConsumerSettings } from '../config/pipeline-settings.js';
 import type { DatabaseSettings } from '../shared/settings.js';
 import type { CliIo } from './command.js';
 

@@ -1,5 +1,5 @@
-import { catalogVariables } from '../host/setting-declarations.js';
-import { readHostSettings } from '../host/settings.js';
+import { catalogVariables } from '../config/setting-declarations.js';
+import { readHostSettings } from '../config/host-settings.js';
 import type { Environment } from '../shared/env.js';
 import { SettingsReader } from '../shared/setting.js';
 import type { Secret, Setting, SettingReading, SettingSource, Tier, Unit } from '../shared/setting.js';

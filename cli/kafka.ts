@@ -3,9 +3,9 @@ import type { Admin } from 'kafkajs';
 import { createKafka } from '../kafka/connection.js';
 import type { GroupPosition } from '../kafka/lag.js';
 import type { KafkaSettings } from '../kafka/settings.js';
-import { loadHostSettings } from '../host/settings.js';
+import { loadHostSettings } from '../config/host-settings.js';
 import type { Environment } from '../shared/env.js';
-import type { ConsumerSettings } from '../host/pipeline-settings.js';
+import type { ConsumerSettings } from '../config/pipeline-settings.js';
 import type { CliIo } from './command.js';
 
 /** A connected admin and the settings it was made from. */

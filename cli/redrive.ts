@@ -11,7 +11,7 @@ import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Queryable } from '../shared/queryable.js';
 import { createPipelineRuntime } from '../shared/runtime.js';
-import type { ConsumerSettings } from '../host/pipeline-settings.js';
+import type { ConsumerSettings } from '../config/pipeline-settings.js';
 import type { DeadLetterFilter, StoredDeadLetter } from './dead-letter-store.js';
 import { isTruncated, listDeadLetters, nextPendingDeadLetters, pipelinesWithDeadLetters } from './dead-letter-store.js';
 

@@ -13,7 +13,7 @@ import { backoffDelayMs } from '../shared/backoff.js';
 import { deadlineIn } from './clock.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { EventSourceOptions } from '../shared/kafka-event-builder.js';
-import type { PipelineSettings } from './pipeline-settings.js';
+import type { PipelineSettings } from '../config/pipeline-settings.js';
 import type { HostEvent } from './batch.js';
 import { cutBatch } from './batch.js';
 import type { InvocationResult, Invoker } from './invoker.js';
@@ -24,7 +24,7 @@ import { batchFields } from '../shared/batch-report.js';
 import type { LaneStepOutcome } from './partition-lanes.js';
 import { createPartitionLanes } from './partition-lanes.js';
 import type { PipelineProgress } from './progress.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;

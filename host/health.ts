@@ -5,12 +5,12 @@
  * given (the state, the progress views, the invokers' pings, the time): the supervisor wires it.
  */
 import type { PipelineName } from '../shared/pipelines.js';
-import { redactConnectionDetails } from '../shared/redaction.js';
+import { errorCode, redactConnectionDetails } from '../shared/redaction.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineView } from './metrics.js';
 import type { PipelineState } from './progress.js';
 import { describeBatch } from './progress.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 import { TIMED_OUT, within } from '../shared/timeout.js';
 
 /** The host's life cycle (docs/design.md section 9). */
@@ -97,14 +97,6 @@ export interface ReadinessSource {
   readonly pipelines: ReadonlyMap<PipelineName, ReadinessPipeline>;
 }
 
-/** The part of a database error `/readyz` may show: its code (`ECONNREFUSED`, `57P03`), never an address or a user. */
-export function databaseProblem(error: unknown): string {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code === 'string' && /^[A-Z0-9_]+$/i.test(code)) return code;
-  if (error instanceof Error) return error.name;
-  return 'unknown error';
-}
-
 /** A ping's verdict: `database` as {@link PipelineReadiness} shows it, and what holds a full pool. */
 interface PingVerdict {
   readonly database: string;
@@ -127,7 +119,8 @@ async function pingText(invoker: Invoker | undefined, settings: HostSettings): P
     if (result === TIMED_OUT) return `no answer within ${READINESS_DATABASE_TIMEOUT_MS} ms`;
     return result?.poolHeld ?? 'ok';
   } catch (error) {
-    return databaseProblem(error);
+    // Its code (`ECONNREFUSED`, `57P03`), never its message: that may name an address or a user.
+    return errorCode(error);
   }
 }
 

@@ -7,14 +7,12 @@ import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
 import { redactAnswer } from '../shared/redaction.js';
+import { HTTP_PATHS } from '../host-api/http-paths.js';
 import { handlePipelinesRequest } from './status-api.js';
 import type { PipelinesTarget } from './status-api.js';
 import type { Readiness } from './health.js';
 import type { HostState, Liveness } from './health.js';
-import type { HttpSettings } from './settings.js';
-
-/** The paths the endpoint serves (an interface: probes and scrape configs name them). */
-export const HTTP_PATHS = { health: '/healthz', ready: '/readyz', metrics: '/metrics' } as const;
+import type { HttpSettings } from '../config/host-settings.js';
 
 /** What the endpoint asks the host; `undefined` while the host is not created yet. */
 export interface EndpointTarget {

@@ -14,7 +14,7 @@ import type { PingResult } from '../shared/runtime.js';
 import type { Settings } from '../shared/settings.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { HandlerOutcome } from './offsets.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 /**
  * An invocation's outcome plus the host's verdict on an error: a `fatal` error stops the

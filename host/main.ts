@@ -13,7 +13,7 @@ process.on('SIGINT', onEarlySignal);
 
 const { ConfigurationError } = await import('../shared/errors.js');
 const { runHost } = await import('./run.js');
-const { loadHostSettings } = await import('./settings.js');
+const { loadHostSettings } = await import('../config/host-settings.js');
 const { installProcessGuards } = await import('./process-guards.js');
 const { createHostLogger } = await import('./supervisor.js');
 

@@ -9,7 +9,7 @@ import type { PipelineName } from '../shared/pipelines.js';
 import { changePipelinePause, readPipelinePauses } from '../shared/pause-store.js';
 import { redactConnectionDetails } from '../shared/redaction.js';
 import type { PauseChange, PauseChangeResult, PipelinePause } from '../shared/pause-store.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 /** While the pause table cannot be read, the WARN repeats at most this often. */
 const READ_FAILURE_WARN_EVERY_MS = 60_000;

@@ -8,15 +8,15 @@ import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
-import { createHeartbeat } from './heartbeat.js';
+import { createHeartbeat } from '../host-api/heartbeat-files.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineView } from './metrics.js';
 import { PipelineFailedError } from './pipeline-failure.js';
-import type { PipelineSettings } from './pipeline-settings.js';
+import type { PipelineSettings } from '../config/pipeline-settings.js';
 import type { ProgressBounds } from './progress.js';
 import { evaluateProgress, PipelineProgress } from './progress.js';
 import { watchProgress } from './progress-watch.js';
-import type { HeartbeatSettings } from './settings.js';
+import type { HeartbeatSettings } from '../config/host-settings.js';
 import type { PipelineConsumer } from './topic-consumer.js';
 
 /** What a host pipeline is built from. */

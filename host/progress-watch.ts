@@ -1,7 +1,7 @@
 import type { CoreLogger } from '../shared/logger.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
-import type { Heartbeat } from './heartbeat.js';
+import type { Heartbeat } from '../host-api/heartbeat-files.js';
 import type { InFlightBatch, PipelineProgress, PipelineState, ProgressBounds } from './progress.js';
 import { batchFields } from '../shared/batch-report.js';
 import { describeBatch, evaluateProgress } from './progress.js';

@@ -4,12 +4,13 @@
  */
 import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
-import { HTTP_PATHS, startHttpEndpoint } from './http-endpoint.js';
+import { startHttpEndpoint } from './http-endpoint.js';
+import { HTTP_PATHS } from '../host-api/http-paths.js';
 import { verifyKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
 import { createHostMetrics } from './metrics.js';
 import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 export type { HostHandle, HostOptions } from './supervisor.js';
 export { startHost } from './supervisor.js';

@@ -12,13 +12,13 @@ import { kafkaLogging } from '../kafka/kafkajs/log-adapter.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
-import { redactErrorText } from '../shared/redaction.js';
+import { errorCode, redactErrorText } from '../shared/redaction.js';
 import { TIMED_OUT, within } from '../shared/timeout.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 import { systemClock } from './clock.js';
-import { databaseProblem, evaluateLiveness, evaluateReadiness } from './health.js';
+import { evaluateLiveness, evaluateReadiness } from './health.js';
 import type { HostState, Liveness, Readiness } from './health.js';
-import { defaultMaxAgeMs } from './heartbeat.js';
+import { defaultMaxAgeMs } from '../host-api/heartbeat-files.js';
 import { createHostAdmin } from './host-admin.js';
 import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
@@ -29,7 +29,7 @@ import type { PauseControl } from './pause-control.js';
 import { HostPipeline } from './pipeline.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { batchFields } from '../shared/batch-report.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';
 import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
@@ -74,7 +74,7 @@ export function createHostLogger(): CoreLogger {
 
 /** Why the pause table could not be read, without connection details: an error code, or a timeout. */
 function pauseReadProblem(error: unknown): string {
-  const problem = databaseProblem(error);
+  const problem = errorCode(error);
   // node-postgres' client-side query timeout carries no code (a locked table, a hung server).
   return problem === 'Error' && error instanceof Error && /timeout/i.test(error.message) ? 'no answer within the query timeout' : problem;
 }

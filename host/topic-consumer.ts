@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, Kafka } from 'kafkajs';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
-import type { PipelineSettings } from './pipeline-settings.js';
+import type { PipelineSettings } from '../config/pipeline-settings.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { UnreadableBatchError } from '../kafka/kafkajs/codecs.js';
 import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from '../kafka/kafkajs/fetch-probe.js';
@@ -13,7 +13,7 @@ import { batchFields } from '../shared/batch-report.js';
 import type { BatchPlace } from './batch-loop.js';
 import { createBatchLoop } from './batch-loop.js';
 import type { PipelineProgress } from './progress.js';
-import type { HostSettings } from './settings.js';
+import type { HostSettings } from '../config/host-settings.js';
 
 /** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
 const MAX_BYTES_PER_PARTITION = 1_048_576;

@@ -1,6 +1,7 @@
 /**
  * How to reach Kafka: the settings every Kafka client of this project is built from (the host's
- * consumers and admin, the CLI's admin and peek). host/settings.ts reads them from the environment.
+ * consumers and admin, the CLI's admin and peek). config/host-settings.ts reads them from the
+ * environment.
  */
 /**
  * SASL mechanisms accepted from the environment: kafkajs' user/password ones, and `aws-msk-iam`

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../dev/sample-messages.js';
 import { installKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
-import { loadConsumerSettings } from '../host/pipeline-settings.js';
+import { loadConsumerSettings } from '../config/pipeline-settings.js';
 
 const brokers = (process.env.KAFKA_BROKERS || `127.0.0.1:${process.env.KAFKA_PORT || 9092}`).split(',').map((b) => b.trim());
 const { pipelines } = loadConsumerSettings();

@@ -23,7 +23,7 @@ import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { forgetOwnAddresses, portVariable } from '../dev/start-env.js';
 import type { EmbeddedDatabase } from '../dev/embedded-postgres.js';
 import { runHost } from '../host/run.js';
-import { loadHostSettings } from '../host/settings.js';
+import { loadHostSettings } from '../config/host-settings.js';
 import { installProcessGuards } from '../host/process-guards.js';
 import { createHostLogger } from '../host/supervisor.js';
 import { ensureTopics } from '../kafka/topics.js';
@@ -32,7 +32,7 @@ import { PIPELINE_NAMES } from '../shared/pipelines.js';
 import { loadSettings } from '../shared/settings.js';
 import { loadSetting } from '../shared/setting.js';
 import { DATABASE_URL } from '../shared/setting-declarations.js';
-import { loadConsumerSettings } from '../host/pipeline-settings.js';
+import { loadConsumerSettings } from '../config/pipeline-settings.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const say = (line: string) => console.log(`[start] ${line}`);

@@ -6,7 +6,7 @@ import { setting } from './setting.js';
 /**
  * The settings the handlers' core reads on every runtime (Lambda, the host, the CLI), and the
  * few the Lambda functions and the CLI read beside it. The host's own are in
- * host/setting-declarations.ts; both together are the catalog (`ALL_SETTINGS` there).
+ * config/setting-declarations.ts; both together are the catalog (`ALL_SETTINGS` there).
  */
 
 /** How a batch that could not be stored is handed back for redelivery (docs/design.md section 3). */

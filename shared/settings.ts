@@ -21,7 +21,7 @@ import type { DbSslMode, FailureResponse } from './setting-declarations.js';
 /**
  * The settings the handlers' core needs on every runtime, Lambda included. Pipelines' Kafka
  * side (topics, groups, batch sizes, the host's selection) is the host's and the CLI's alone:
- * host/pipeline-settings.ts.
+ * config/pipeline-settings.ts.
  */
 
 /** How to reach PostgreSQL. `connectionString` unset means the standard PG* variables. */

@@ -1,8 +1,8 @@
-import { checkHeartbeats, defaultMaxAgeMs } from '../../host/heartbeat.js';
-import { HTTP_PATHS } from '../../host/http-endpoint.js';
-import { loadHeartbeatSettings, loadHttpSettings } from '../../host/settings.js';
+import { checkHeartbeats, defaultMaxAgeMs } from '../../host-api/heartbeat-files.js';
+import { HTTP_PATHS } from '../../host-api/http-paths.js';
+import { loadHeartbeatSettings, loadHttpSettings } from '../../config/host-settings.js';
 import type { Environment } from '../../shared/env.js';
-import { loadConsumerSettings } from '../../host/pipeline-settings.js';
+import { loadConsumerSettings } from '../../config/pipeline-settings.js';
 import { redactConnectionDetails } from '../../shared/redaction.js';
 import type { CliIo } from '../command.js';
 import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';

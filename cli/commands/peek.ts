@@ -4,7 +4,7 @@ import type { KafkaMessage } from 'kafkajs';
 import { toSourceRecord } from '../../kafka/source-record.js';
 import { TIMED_OUT, within } from '../../shared/timeout.js';
 import { createKafka } from '../../kafka/connection.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';

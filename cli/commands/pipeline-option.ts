@@ -1,6 +1,6 @@
 import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import type { ConsumerSettings } from '../../host/pipeline-settings.js';
+import type { ConsumerSettings } from '../../config/pipeline-settings.js';
 import { UsageError } from '../command.js';
 
 /** `--pipeline P` of the commands that look at one pipeline or all of them (`lag`, `status`). */

@@ -3,7 +3,7 @@ import type { Admin } from 'kafkajs';
 import type pg from 'pg';
 import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
-import type { PipelineSettings } from '../../host/pipeline-settings.js';
+import type { PipelineSettings } from '../../config/pipeline-settings.js';
 import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import type { GroupPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';

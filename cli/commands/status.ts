@@ -1,4 +1,4 @@
-import type { PipelineStatusDocument } from '../../host/status-report.js';
+import type { PipelineStatusDocument } from '../../host-api/status-document.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { readPipelinePauses } from '../../shared/pause-store.js';
 import type { PipelinePause } from '../../shared/pause-store.js';

@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import { startHttpEndpoint } from '../../host/http-endpoint.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { runCli } from '../helpers/cli.js';
 import { SERVER_URL } from '../helpers/database.js';
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';

@@ -2,7 +2,7 @@ import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { runCli, tableRows } from '../helpers/cli.js';

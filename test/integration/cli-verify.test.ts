@@ -6,7 +6,7 @@ import { lagAlarmThresholds } from '../../cli/lag-thresholds.js';
 import { loadSettings } from '../../shared/settings.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { describeTopics } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';

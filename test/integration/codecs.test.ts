@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KAFKA_CODECS, PROJECT_CODECS } from '../../kafka/kafkajs/codecs.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
 import {
   closeHostTestStack,

@@ -4,7 +4,7 @@ import type { Message } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { processBatch } from '../../shared/process-batch.js';
 import { createPipelineRuntime } from '../../shared/runtime.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';

@@ -9,7 +9,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultMaxAgeMs } from '../../host/heartbeat.js';
+import { defaultMaxAgeMs } from '../../host-api/heartbeat-files.js';
 import { runBin } from '../helpers/cli.js';
 import type { CliRun } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';

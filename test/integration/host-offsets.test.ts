@@ -4,7 +4,7 @@ import { createInProcessInvoker } from '../../host/invoker.js';
 import type { InvocationResult, Invoker } from '../../host/invoker.js';
 import { startHost } from '../../host/run.js';
 import type { HostHandle } from '../../host/run.js';
-import { loadHostSettings } from '../../host/settings.js';
+import { loadHostSettings } from '../../config/host-settings.js';
 import { RetryBudgetExhaustedError } from '../../shared/errors.js';
 import type { KafkaEvent } from '../../shared/kafka-event.js';
 import type { TestSchema } from '../helpers/database.js';

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePorts } from '../../dev/free-ports.js';
-import type { PipelineStatusDocument } from '../../host/status-report.js';
+import type { PipelineStatusDocument } from '../../host-api/status-document.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import {

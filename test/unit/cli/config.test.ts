@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { main } from '../../../cli/main.js';
 import { redact } from '../../../cli/effective-settings.js';
 import type { EffectiveSetting } from '../../../cli/effective-settings.js';
-import { catalogVariables } from '../../../host/setting-declarations.js';
+import { catalogVariables } from '../../../config/setting-declarations.js';
 import type { Environment } from '../../../shared/env.js';
 
 async function config(env: Environment, ...args: string[]) {

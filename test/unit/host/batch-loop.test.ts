@@ -4,7 +4,7 @@ import type { BatchPlace, BatchPort, CommitRequest } from '../../../host/batch-l
 import { createBatchLoop, MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 
 // The batch loop driven through its port: plain objects in the shape of kafkajs' eachBatch
 // payload, no kafkajs consumer, fake or real.

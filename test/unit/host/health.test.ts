@@ -4,11 +4,11 @@
  * database problem may show.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { databaseProblem, evaluateLiveness, evaluateReadiness } from '../../../host/health.js';
+import { evaluateLiveness, evaluateReadiness } from '../../../host/health.js';
 import type { HostState, ReadinessPipeline } from '../../../host/health.js';
 import type { Invoker } from '../../../host/invoker.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
-import type { HostSettings } from '../../../host/settings.js';
+import type { HostSettings } from '../../../config/host-settings.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
 import { ManualClock } from '../../helpers/clock.js';
 
@@ -120,6 +120,20 @@ describe('readiness', () => {
     expect(readiness.missing.some((line) => line.includes('ECONNREFUSED <address>'))).toBe(true);
   });
 
+  it('shows a refused login by its SQLSTATE and an error without a code by its name, never the user or the host', async () => {
+    const { view } = runningPipeline(new ManualClock());
+    const password = Object.assign(new Error('password authentication failed for user "storage"'), { code: '28P01' });
+    const unresolved = new Error('getaddrinfo db.internal failed');
+    const answers = [];
+    for (const error of [password, unresolved])
+      answers.push(await evaluateReadiness(source('Running', { invoker: invoker(() => Promise.reject(error)), view })));
+    expect(answers.map((readiness) => readiness.pipelines.reviews?.database)).toEqual(['28P01', 'Error']);
+    expect(answers.flatMap((readiness) => readiness.missing)).toEqual([
+      'reviews: database does not answer: 28P01',
+      'reviews: database does not answer: Error',
+    ]);
+  });
+
   it('pings again when the pool was held but no batch of this host is in flight once the ping is over (the batch ended meanwhile)', async () => {
     const { view } = runningPipeline(new ManualClock());
     const held = { poolHeld: { size: 3, waiting: 0, waits: [] } };
@@ -145,15 +159,5 @@ describe('readiness', () => {
     const { view } = runningPipeline(new ManualClock());
     const readiness = await evaluateReadiness(source('Running', { invoker: undefined, view }, 'lambda'));
     expect(readiness).toMatchObject({ ready: true, pipelines: { reviews: { database: 'not checked (the functions hold the database)' } } });
-  });
-});
-
-describe('a database problem on /readyz', () => {
-  it('shows the error code, never the address or the user', () => {
-    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.3.7:5432'), { code: 'ECONNREFUSED' });
-    const password = Object.assign(new Error('password authentication failed for user "storage"'), { code: '28P01' });
-    expect(databaseProblem(refused)).toBe('ECONNREFUSED');
-    expect(databaseProblem(password)).toBe('28P01');
-    expect(databaseProblem(new Error('getaddrinfo db.internal failed'))).toBe('Error');
   });
 });

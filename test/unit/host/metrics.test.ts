@@ -4,7 +4,7 @@ import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, create
 import type { PipelineView } from '../../../host/metrics.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
 import { ManualClock } from '../../helpers/clock.js';
-import { loadHttpSettings } from '../../../host/settings.js';
+import { loadHttpSettings } from '../../../config/host-settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { BatchReport } from '../../../shared/batch-report.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { EventPartition } from '../../../host/batch.js';
 import { decideOffsets } from '../../../host/offsets.js';
-import { loadHostSettings } from '../../../host/settings.js';
-import type { HostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
+import type { HostSettings } from '../../../config/host-settings.js';
 import type { HandlerOutcome, OffsetDecision } from '../../../host/offsets.js';
 import { ConfigurationError, RetryBudgetExhaustedError } from '../../../shared/errors.js';
 

@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createPauseControl } from '../../../host/pause-control.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
 
 interface Row {

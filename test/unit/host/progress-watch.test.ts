@@ -5,7 +5,7 @@
  * budget is named once.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { Heartbeat } from '../../../host/heartbeat.js';
+import type { Heartbeat } from '../../../host-api/heartbeat-files.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import { watchProgress } from '../../../host/progress-watch.js';
 import type { CoreLogger } from '../../../shared/logger.js';

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { runHost } from '../../../host/run.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 import { captureLogger } from '../../helpers/lambda-events.js';
 
 // A stop signal at any moment of the start stops the host gracefully (issue 18): here the one

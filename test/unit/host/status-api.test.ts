@@ -13,7 +13,7 @@ import { redactConnectionDetails } from '../../../shared/redaction.js';
 import type { ProgressFacts } from '../../../host/status-report.js';
 import { bearerMatches } from '../../../host/status-api.js';
 import type { PipelinesTarget } from '../../../host/status-api.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import type { PipelineName } from '../../../shared/pipelines.js';
 

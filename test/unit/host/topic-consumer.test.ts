@@ -6,7 +6,7 @@ import { MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
 import { createPipelineConsumer } from '../../../host/topic-consumer.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import type { PipelineConsumer } from '../../../host/topic-consumer.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 import type { KafkaEvent } from '../../../shared/kafka-event.js';
 
 // The runner against a fake kafkajs consumer: the paths a real broker can hardly be made to

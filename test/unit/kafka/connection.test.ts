@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { kafkaConnection, memberClientId, plaintextKafka } from '../../../kafka/connection.js';
 import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 
 const brokers = 'b-1.cluster.kafka.eu-central-1.amazonaws.com:9098';
 describe('the one Kafka connection mapping', () => {

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { catalogEntries, CROSS_CONSTRAINTS } from '../../../host/setting-declarations.js';
+import { catalogEntries, CROSS_CONSTRAINTS } from '../../../config/setting-declarations.js';
 import {
   generatedFiles,
   README_FILE,

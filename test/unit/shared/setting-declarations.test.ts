@@ -7,8 +7,14 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ALL_SETTINGS, catalogEntries, catalogVariables, CROSS_CONSTRAINTS, SETTING_FAMILIES } from '../../../host/setting-declarations.js';
-import { loadHostSettings } from '../../../host/settings.js';
+import {
+  ALL_SETTINGS,
+  catalogEntries,
+  catalogVariables,
+  CROSS_CONSTRAINTS,
+  SETTING_FAMILIES,
+} from '../../../config/setting-declarations.js';
+import { loadHostSettings } from '../../../config/host-settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
 import { SettingsReader } from '../../../shared/setting.js';
@@ -18,7 +24,7 @@ import { loadSettings } from '../../../shared/settings.js';
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** The product's source: what runs on Lambda, in the host and in the CLI, and the deployment's generators. */
-const PRODUCT_FOLDERS = ['shared', 'host', 'cli', 'aws', 'handlers', 'deploy', 'bin'];
+const PRODUCT_FOLDERS = ['shared', 'config', 'host', 'host-api', 'cli', 'aws', 'handlers', 'deploy', 'bin'];
 
 function productFiles(): string[] {
   return PRODUCT_FOLDERS.flatMap((folder) =>

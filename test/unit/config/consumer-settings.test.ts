@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigurationError } from '../../../shared/errors.js';
-import { loadConsumerSettings } from '../../../host/pipeline-settings.js';
+import { loadConsumerSettings } from '../../../config/pipeline-settings.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../../shared/pipelines.js';
 
 function configurationErrorFrom(env: Record<string, string>): ConfigurationError {

@@ -1,6 +1,6 @@
 /**
  * The host's settings, read from the environment through the declarations
- * (host/setting-declarations.ts): Kafka, invocation, HTTP, heartbeat, progress bounds, and the
+ * (config/setting-declarations.ts): Kafka, invocation, HTTP, heartbeat, progress bounds, and the
  * consumer settings the CLI shares.
  */
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,8 @@
 /**
  * The per-pipeline heartbeat files (docs/design.md section 9): written by the host while a
- * pipeline lives, read by `storage-consumer healthcheck` (one rule with `/healthz`).
+ * pipeline lives, read by `storage-consumer healthcheck` (one rule with `/healthz`). Their name,
+ * content and age rule are part of the host's outward contract, so writer and reader are here
+ * together, outside host/.
  */
 import { mkdirSync, readFileSync, writeFile } from 'node:fs';
 import { readdir, readFile, stat, unlink } from 'node:fs/promises';

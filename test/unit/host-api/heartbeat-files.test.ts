@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../../host/heartbeat.js';
+import { checkHeartbeats, createHeartbeat, defaultMaxAgeMs, heartbeatFile } from '../../../host-api/heartbeat-files.js';
 import { runCli } from '../../helpers/cli.js';
 
 /** A process id above any kernel's pid_max: never a running process. */

@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_HEARTBEAT_DIR, MAX_EVENT_BYTES } from '../../../host/setting-declarations.js';
-import { loadHostSettings, loadProgressSettings } from '../../../host/settings.js';
+import { DEFAULT_HEARTBEAT_DIR, MAX_EVENT_BYTES } from '../../../config/setting-declarations.js';
+import { loadHostSettings, loadProgressSettings } from '../../../config/host-settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
 
