@@ -17,6 +17,8 @@ COPY cli cli
 COPY config config
 COPY host host
 COPY host-api host-api
+COPY kafka kafka
+COPY invoke invoke
 COPY shared shared
 COPY aws aws
 RUN node scripts/build.js

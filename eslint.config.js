@@ -38,7 +38,7 @@ export default tseslint.config(
   },
   {
     // Product code: Prettier wraps code at 140 columns but leaves long strings and comments whole.
-    files: ['{shared,config,host,host-api,cli,aws,deploy,handlers,bin,scripts,dev}/**/*.{ts,js}'],
+    files: ['{shared,config,host,host-api,kafka,invoke,cli,aws,deploy,handlers,bin,scripts,dev}/**/*.{ts,js}'],
     rules: { 'max-len': ['error', { code: 140, ignoreUrls: true }] },
   },
 );

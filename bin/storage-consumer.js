@@ -16,7 +16,9 @@ const REQUIRED_MAJOR = 24;
 const BUILT = new URL('../dist/cli/main.js', import.meta.url);
 const BUILD_STAMP = new URL('../dist/BUILD', import.meta.url);
 /** The folders the build bundles; absent in a production install. */
-const SOURCES = ['cli', 'config', 'host', 'host-api', 'shared', 'aws'].map((folder) => new URL(`../${folder}/`, import.meta.url));
+const SOURCES = ['cli', 'config', 'host', 'host-api', 'kafka', 'invoke', 'shared', 'aws'].map(
+  (folder) => new URL(`../${folder}/`, import.meta.url),
+);
 
 /** Modification time in ms, or undefined when the file does not exist. */
 function modified(url) {

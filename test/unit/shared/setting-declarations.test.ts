@@ -24,7 +24,7 @@ import { loadSettings } from '../../../shared/settings.js';
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** The product's source: what runs on Lambda, in the host and in the CLI, and the deployment's generators. */
-const PRODUCT_FOLDERS = ['shared', 'config', 'host', 'host-api', 'cli', 'aws', 'handlers', 'deploy', 'bin'];
+const PRODUCT_FOLDERS = ['shared', 'config', 'host', 'host-api', 'kafka', 'invoke', 'cli', 'aws', 'handlers', 'deploy', 'bin'];
 
 function productFiles(): string[] {
   return PRODUCT_FOLDERS.flatMap((folder) =>
