@@ -2,7 +2,7 @@
  * The pure offset decisions: from what an invocation returned (a partial batch response, a
  * failure) to where each partition of the event continues and what is committed.
  */
-import type { EventPartition } from './batch.js';
+import type { EventPartition } from './event-cut.js';
 import { isObject } from '../shared/kafka-event.js';
 
 /** What came back from one invocation, as the offset decisions see it. */

@@ -17,7 +17,7 @@
  * generation starts from the committed offsets), and only then does the consumer rejoin: no write
  * of this member overlaps a write of the partition's next owner.
  */
-import type { HostEvent } from './batch.js';
+import type { HostEvent } from './event-cut.js';
 
 /** Fetched batches a lane holds besides the one it writes. */
 const WAITING_PER_LANE = 1;

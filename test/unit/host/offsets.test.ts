@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { EventPartition } from '../../../host/batch.js';
+import type { EventPartition } from '../../../host/event-cut.js';
 import { decideOffsets } from '../../../host/offsets.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
 import type { HostSettings } from '../../../config/host-settings.js';

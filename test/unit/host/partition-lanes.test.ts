@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { HostEvent } from '../../../host/batch.js';
+import type { HostEvent } from '../../../host/event-cut.js';
 import type { LaneBatchPort, LaneStepOutcome } from '../../../host/partition-lanes.js';
 import { createPartitionLanes } from '../../../host/partition-lanes.js';
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { cutBatch, recordJsonBytes } from '../../../host/batch.js';
+import { cutBatch, recordJsonBytes } from '../../../host/event-cut.js';
 import { toSourceRecord } from '../../../kafka/source-record.js';
 import { redeliveryDelayMs } from '../../../host/batch-loop.js';
 import { buildKafkaEvent, eventSizeBytes } from '../../../shared/kafka-event-builder.js';
