@@ -1,3 +1,9 @@
+/**
+ * Cuts what kafkajs hands over for one partition into the Lambda events the host invokes (each at
+ * most the pipeline's batch size and STORAGE_MAX_EVENT_BYTES), and measures them: the event
+ * source mapping's batching, done by the host (docs/design.md section 3, "The host on kafkajs").
+ * Its events go to the partition's lane (./partition-lanes.ts) and to the offset rules (./offsets.ts).
+ */
 import type { KafkaMessage } from 'kafkajs';
 import { buildKafkaEvent, eventSizeBytes, eventTimestamp } from '../shared/kafka-event-builder.js';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';

@@ -1,3 +1,8 @@
+/**
+ * The one error a host pipeline fails with ({@link PipelineFailedError}), and where its batch
+ * sits: what the supervisor catches to stop every pipeline and exit 1, and what the
+ * `pipeline failed` line and the status show.
+ */
 import { StorageConsumerError } from '../shared/errors.js';
 
 /** Where a failed batch sits: its topic, partition, and first and last offset (decimal strings). */

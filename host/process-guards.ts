@@ -1,3 +1,7 @@
+/**
+ * The host process's last line of defence: what an uncaught exception, an unhandled rejection or
+ * a process warning becomes (a JSON log line, and exit 1 for the first two).
+ */
 import type { CoreLogger } from '../shared/logger.js';
 import { isKafkajsTimeoutWarning } from '../kafka/kafkajs/warnings.js';
 

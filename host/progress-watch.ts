@@ -1,3 +1,9 @@
+/**
+ * The once-a-second watch over one pipeline's progress record (./progress.ts): it turns the
+ * record's verdict into the heartbeat file, the WARN lines (`pipeline not fetching`, `pipeline
+ * stalled`, a long attempt) and the failure past the fetch bound. The rules themselves live in
+ * ./progress.ts; docs/operations.md, "The rules behind the signals", states them.
+ */
 import type { CoreLogger } from '../shared/logger.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';

@@ -1,3 +1,10 @@
+/**
+ * One pipeline's kafkajs consumer: the adapter between kafkajs and the batch loop
+ * (./batch-loop.ts). It builds the consumer (group, timeouts, fetch sizes), hands each
+ * `eachBatch` payload to the loop as its port, wires kafkajs' events (join, rebalance, crash)
+ * into the progress record, obeys the pause, and gates every join and leave on the writes in
+ * flight (../kafka/kafkajs/group-gate.ts). docs/design.md section 3 describes it.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Consumer, Kafka } from 'kafkajs';
 import type { CoreLogger } from '../shared/logger.js';
