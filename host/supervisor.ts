@@ -33,6 +33,7 @@ import type { HostSettings } from '../config/host-settings.js';
 import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';
 import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
+import { kafkajsConsumers } from '../kafka/consumer-port.js';
 
 /** Exit codes: 0 when no pipeline failed and the stop finished in time, else 1. */
 const EXIT_OK = 0;
@@ -141,7 +142,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
       pipeline.consumer = createPipelineConsumer({
         pipeline: pipeline.settings,
         settings,
-        kafka: client,
+        consumers: kafkajsConsumers(client),
         invoker,
         logger,
         onFailure,

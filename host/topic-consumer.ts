@@ -6,7 +6,7 @@
  * flight (../kafka/kafkajs/group-gate.ts). docs/design.md section 3 describes it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Consumer, Kafka } from 'kafkajs';
+import type { ConsumerFactory, ConsumerPort } from '../kafka/consumer-port.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 import type { PipelineSettings } from '../config/pipeline-settings.js';
@@ -73,7 +73,8 @@ export function skipCommand(pipeline: string, partition: number, lastOffset: str
 export interface PipelineConsumerOptions {
   readonly pipeline: PipelineSettings;
   readonly settings: HostSettings;
-  readonly kafka: Kafka;
+  /** Builds the pipeline's Kafka consumer (kafka/consumer-port.ts `kafkajsConsumers` in the host). */
+  readonly consumers: ConsumerFactory;
   readonly invoker: Invoker;
   readonly logger: CoreLogger;
   /** Told once when the pipeline fails; the supervisor then stops every pipeline. */
@@ -108,7 +109,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
 
   // Before the consumer's first fetch: completed fetches and unreadable batches are seen there.
   installFetchProbe();
-  const consumer: Consumer = options.kafka.consumer({
+  const consumer: ConsumerPort = options.consumers({
     groupId: pipeline.group,
     sessionTimeout: settings.sessionTimeoutMs,
     rebalanceTimeout: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS,
@@ -161,11 +162,11 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   // Whether the consumer holds an assignment: only then can a batch be in flight.
   let inGroup = false;
   let memberId: string | undefined;
-  consumer.on(consumer.events.REBALANCING, () => {
+  consumer.onRebalancing(() => {
     inGroup = false;
     progress.left();
   });
-  consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+  consumer.onGroupJoin((payload) => {
     inGroup = true;
     progress.joined(payload.memberAssignment[pipeline.topic] ?? []);
     memberId = payload.memberId;
@@ -175,7 +176,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
   });
   const stopWatchingFetches = onFetchCompleted(pipeline.topic, () => progress.fetched());
-  consumer.on(consumer.events.CRASH, ({ payload }) => {
+  consumer.onCrash((payload) => {
     inGroup = false;
     progress.crashed(payload.error);
     if (payload.restart || stopping) return;

@@ -1,4 +1,5 @@
-import type { Consumer, ConsumerRunConfig, EachBatchPayload, Kafka, KafkaMessage, Offsets } from 'kafkajs';
+import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
+import type { ConsumerCrash, ConsumerPort, GroupJoin } from '../../../kafka/consumer-port.js';
 import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
@@ -9,8 +10,9 @@ import type { PipelineConsumer } from '../../../host/topic-consumer.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
 import type { KafkaEvent } from '../../../shared/kafka-event.js';
 
-// The runner against a fake kafkajs consumer: the paths a real broker can hardly be made to
-// take on cue (commit failures, a rebalance mid-batch, a stop between events).
+// The pipeline consumer against a plain-object consumer port (kafka/consumer-port.ts): the paths
+// a real broker can hardly be made to take on cue (commit failures, a rebalance mid-batch, a
+// stop between events, a pause read late).
 
 const settings = loadHostSettings({
   KAFKA_BROKERS: '127.0.0.1:9092',
@@ -35,8 +37,10 @@ interface Harness {
   readonly progress: PipelineProgress;
   readonly resumed: unknown[];
   readonly pipeline: PipelineConsumer;
-  /** Emits a kafkajs instrumentation event to the handlers the runner registered. */
-  readonly emit: (event: string, payload: unknown) => void;
+  /** Tells the consumer's join listeners of a join. */
+  readonly emit: (event: 'join', payload: GroupJoin) => void;
+  /** Tells the consumer's crash listeners of a crash. */
+  readonly crash: (crash: ConsumerCrash) => void;
 }
 
 /** A consumer on a fake kafkajs; its pause state is read (not paused) before the start, as the host does, unless `pauseRead` is false. */
@@ -45,31 +49,25 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   const seeks: Harness['seeks'] = [];
   const paused: unknown[] = [];
   const resumed: unknown[] = [];
-  const handlers = new Map<string, Array<(event: { payload: unknown }) => void>>();
-  const consumer = {
-    events: {
-      FETCH_START: 'fetch_start',
-      FETCH: 'fetch',
-      HEARTBEAT: 'heartbeat',
-      END_BATCH_PROCESS: 'end',
-      GROUP_JOIN: 'join',
-      CRASH: 'crash',
-      REBALANCING: 'rebalancing',
-    },
-    on: (event: string, handler: (event: { payload: unknown }) => void) => {
-      handlers.set(event, [...(handlers.get(event) ?? []), handler]);
-      return () => undefined;
-    },
+  const listeners = {
+    join: [] as Array<(join: GroupJoin) => void>,
+    rebalancing: [] as Array<() => void>,
+    crash: [] as Array<(crash: ConsumerCrash) => void>,
+  };
+  const consumer: ConsumerPort = {
+    onGroupJoin: (listener) => listeners.join.push(listener),
+    onRebalancing: (listener) => listeners.rebalancing.push(listener),
+    onCrash: (listener) => listeners.crash.push(listener),
     connect: async () => undefined,
     subscribe: async () => undefined,
-    run: async (config: ConsumerRunConfig) => {
+    run: async (config) => {
       eachBatch = config.eachBatch;
     },
-    seek: ({ partition, offset }: { partition: number; offset: string }) => seeks.push({ partition, offset }),
-    pause: (topics: unknown) => paused.push(topics),
-    resume: (topics: unknown) => resumed.push(topics),
+    seek: ({ partition, offset }) => seeks.push({ partition, offset }),
+    pause: (topics) => paused.push(topics),
+    resume: (topics) => resumed.push(topics),
     disconnect: async () => undefined,
-  } as unknown as Consumer;
+  };
   const invocations: Array<readonly number[]> = [];
   const invoker: Invoker = {
     invoke: async (event) => {
@@ -94,7 +92,7 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   const pipeline = createPipelineConsumer({
     pipeline: settings.storage.pipelines.reviews,
     settings,
-    kafka: { consumer: () => consumer } as unknown as Kafka,
+    consumers: () => consumer,
     invoker,
     logger,
     onFailure: (error) => failures.push(error),
@@ -104,15 +102,18 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   await pipeline.start();
   const given = eachBatch;
   if (!given) throw new Error('run() was not given eachBatch');
-  const emit = (event: string, payload: unknown) => {
-    for (const handler of handlers.get(event) ?? []) handler({ payload });
+  const emit = (event: 'join', payload: GroupJoin) => {
+    for (const listener of listeners[event]) listener(payload);
   };
   // kafkajs' callback returns once the batch is taken in; the cases read what was written of it.
   const deliver = async (polled: EachBatchPayload) => {
     await given(polled);
     await pipeline.idle();
   };
-  return { eachBatch: deliver, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit };
+  const crash = (payload: ConsumerCrash) => {
+    for (const listener of listeners.crash) listener(payload);
+  };
+  return { eachBatch: deliver, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit, crash };
 }
 
 interface FakePayload extends EachBatchPayload {
@@ -361,6 +362,25 @@ describe('pipeline consumer (the runner)', () => {
     // Act: the redelivery fails again
     await runner.eachBatch(payload([3, 4, 5]));
     expect(runner.progress.snapshot().inFlight).toMatchObject([{ firstOffset: '3', attempt: 2 }]);
+  });
+
+  it('a crash kafkajs restarts from is counted, not fatal; one it does not restart from fails the pipeline, naming an unreadable codec', async () => {
+    // Prepare
+    const runner = await harness(() => ok);
+    const unreadable = Object.assign(new Error('Snappy compression not implemented'), { name: 'KafkaJSNotImplemented' });
+
+    // Act
+    runner.crash({ error: new Error('Connection error: connect ECONNREFUSED'), restart: true });
+    const afterRetriable = runner.failures.length;
+    const crashes = runner.progress.snapshot().crashesSinceFetch;
+    runner.crash({ error: unreadable, restart: false });
+
+    // Assess
+    expect(afterRetriable).toBe(0);
+    expect(crashes).toBe(1);
+    expect(runner.failures.map((error) => error.message)).toEqual([
+      'pipeline reviews failed: topic reviews holds a record batch compressed with snappy that this host cannot read: Snappy compression not implemented',
+    ]);
   });
 
   it('keeps the stored batch and the committed offset in the progress record', async () => {
