@@ -7,7 +7,7 @@ import type { ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import { ConfigurationError } from '../shared/errors.js';
 import { redactAnswer } from '../shared/redaction.js';
-import { HTTP_PATHS } from '../host-api/http-paths.js';
+import { HTTP_PATHS, PIPELINES_PATH } from '../host-api/http-paths.js';
 import { handlePipelinesRequest } from './status-api.js';
 import type { PipelinesTarget } from './status-api.js';
 import type { Readiness } from './health.js';
@@ -59,7 +59,7 @@ export async function startHttpEndpoint(
       if (!response.headersSent) send(response, 500, { error: 'internal error: the request could not be answered' });
       else response.destroy();
     };
-    if (path?.startsWith('/pipelines')) {
+    if (path?.startsWith(PIPELINES_PATH)) {
       handlePipelinesRequest(request, response, target()?.pipelinesApi, settings.controlToken)
         .then((handled) => {
           if (!handled) send(response, 404, { error: 'not found', paths: Object.values(HTTP_PATHS) });

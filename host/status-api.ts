@@ -17,9 +17,9 @@ import { AuditUnavailableError } from '../shared/operator-actions.js';
 import { pauseChangeJson } from '../shared/pause-store.js';
 import type { PauseChangeResult } from '../shared/pause-store.js';
 import { errorCode, redactAnswer } from '../shared/redaction.js';
+import { PIPELINES_PATH } from '../host-api/http-paths.js';
 
 /** The path prefix of the API (an interface: operators and the CLI's `--host` call it). */
-const PIPELINES_PATH = '/pipelines';
 
 /** One pipeline in `GET /pipelines`. */
 export interface PipelineSummary {

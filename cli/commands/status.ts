@@ -1,3 +1,4 @@
+import { pipelineStatusPath } from '../../host-api/http-paths.js';
 import type { PipelineStatusDocument } from '../../host-api/status-document.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import { readPipelinePauses } from '../../shared/pause-store.js';
@@ -23,7 +24,7 @@ interface PipelineView {
 }
 
 async function hostStatus(base: string, pipeline: PipelineName): Promise<PipelineStatusDocument | { error: string }> {
-  const url = `${base.replace(/\/+$/, '')}/pipelines/${encodeURIComponent(pipeline)}/status`;
+  const url = `${base.replace(/\/+$/, '')}${pipelineStatusPath(pipeline)}`;
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(HOST_TIMEOUT_MS) });
     const body = (await response.json()) as PipelineStatusDocument & { error?: string };
