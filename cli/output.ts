@@ -1,3 +1,8 @@
+/**
+ * How the commands print: plain text tables for people, and JSON for scripts with bigints as
+ * strings, so offsets stay exact.
+ */
+
 /** One column of a text table: its header, how to read a cell, and numbers aligned right. */
 export interface Column<R> {
   readonly header: string;

@@ -1,3 +1,8 @@
+/**
+ * The Lambda entry of the `network-metrics` pipeline (`handlers/network-metrics.handler`, the
+ * function deploy/resources.js declares for it): it only names its pipeline; the handler itself is
+ * aws/deployed-handler.ts's.
+ */
 import { createLambdaPipelineHandler } from '../aws/deployed-handler.js';
 
 /** Lambda entry for the `network-metrics` topic (MSK or self-managed Kafka event source mapping). */

@@ -1,3 +1,8 @@
+/**
+ * PostgreSQL array literals for the array parameters of the batch statements (one array per column:
+ * the upsert in upsert.ts, the dead-letter insert in dead-letters.ts), built here for speed and
+ * byte for byte as node-postgres would send them.
+ */
 const QUOTE_OR_BACKSLASH = /["\\]/;
 
 /**

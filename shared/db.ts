@@ -1,3 +1,9 @@
+/**
+ * How the service connects to PostgreSQL: the client options every connection shares (connect
+ * timeout, TCP keepalive, TLS, no startup parameters of its own) and the one small pool per
+ * pipeline. Used by the batch runtime (runtime.ts), the CLI (cli/context.ts), the host's pause
+ * control and, through migrations/connection.ts, the migration runner.
+ */
 import pg from 'pg';
 import { parse } from 'pg-connection-string';
 import { queryTimeoutMs } from './connection.js';

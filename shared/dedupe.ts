@@ -1,4 +1,9 @@
 /**
+ * Step 4 of a batch (docs/design.md section 3): de-duplication by natural key within the batch,
+ * before the upsert. process-batch.ts runs it with the pipeline's natural key and preference.
+ */
+
+/**
  * Keeps one item per natural key, so one upsert statement never touches the same row twice
  * (PostgreSQL refuses that in `ON CONFLICT DO UPDATE` and aborts the whole statement).
  * `prefer(candidate, kept)` says whether a later item replaces the kept one; by default the

@@ -1,3 +1,8 @@
+/**
+ * What the settings are read with: the `Environment` every loader takes, the schemas the setting
+ * declarations parse variables with (whole numbers within bounds, durations, sizes, booleans,
+ * lists), and the deep freeze that keeps loaded settings unchanged after start-up.
+ */
 import { z } from 'zod';
 
 /** The environment as settings read it: a plain map of variable names to values. */

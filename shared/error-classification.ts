@@ -1,11 +1,11 @@
-import pg from 'pg';
-import { AttemptDeadlineError } from './errors.js';
-
 /**
  * Error classification (docs/design.md section 4): predicates that say what a thrown error is
- * (transient, an authentication failure, data the database refused, a pooler's refusal), from the
- * driver's own codes. The errors the service raises itself are in errors.ts.
+ * (transient, an authentication failure, data the database refused, a pooler's refusal, the
+ * server's own answer), from the driver's SQLSTATEs, system codes and messages. The errors the
+ * service raises itself are in errors.ts.
  */
+import pg from 'pg';
+import { AttemptDeadlineError } from './errors.js';
 
 /**
  * SQLSTATEs that a retry on a fresh connection can cure (docs/design.md section 4): connection

@@ -1,12 +1,3 @@
-import { hostname, userInfo } from 'node:os';
-import type { Environment } from './env.js';
-import { isTransientError } from './error-classification.js';
-import { StorageConsumerError } from './errors.js';
-import { redactConnectionDetails } from './redaction.js';
-import type { Queryable } from './queryable.js';
-import { loadSetting } from './setting.js';
-import { STORAGE_ACTOR } from './setting-declarations.js';
-
 /**
  * The audit trail (`operator_actions`, migrations 0005 and 0007): every operator action that
  * changes state leaves one entry saying when, who, what and with what outcome, written BEFORE
@@ -16,6 +7,14 @@ import { STORAGE_ACTOR } from './setting-declarations.js';
  * waived the record (`--no-audit`, CLI only). Both the CLI and the host (HTTP pause / resume)
  * write through this module, so the entries look alike.
  */
+import { hostname, userInfo } from 'node:os';
+import type { Environment } from './env.js';
+import { isTransientError } from './error-classification.js';
+import { StorageConsumerError } from './errors.js';
+import { redactConnectionDetails } from './redaction.js';
+import type { Queryable } from './queryable.js';
+import { loadSetting } from './setting.js';
+import { STORAGE_ACTOR } from './setting-declarations.js';
 
 /** `started`: the plan is recorded, the end is not (yet); `failed`: the change did not happen, or only in part. */
 export type OperatorActionState = 'started' | 'completed' | 'failed';

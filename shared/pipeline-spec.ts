@@ -1,3 +1,8 @@
+/**
+ * What a pipeline is made of (`PipelineSpec`: its Kafka side, contract, table, Lambda deployment
+ * and alarm thresholds), the columns every table shares, and the forms a pipeline's name takes in
+ * variable names and CloudFormation ids. The pipelines themselves are described in pipelines.ts.
+ */
 import type { Decoder } from './contracts/decoder.js';
 import type { StageValues } from './stages.js';
 import type { KafkaRecord } from './records.js';

@@ -1,3 +1,9 @@
+/**
+ * What a repository is handed instead of a connection: `query`, plain or as a named statement. The
+ * caller passes a transaction's client (or, for a single statement, a pool), which is what puts a
+ * batch's rows and dead letters, or a change and its audit entry, in one transaction. The migration
+ * runner has its own (migrations/tracking.ts).
+ */
 import type { QueryResult, QueryResultRow } from 'pg';
 
 /**

@@ -1,3 +1,9 @@
+/**
+ * The freshness of a committed batch (docs/operations.md, "Freshness"): how long after its Kafka
+ * timestamp each record reached PostgreSQL. process-batch.ts computes it for every batch; the
+ * host's histogram (host/metrics.ts) and the Lambda metric `RecordDelayMs` (aws/metrics.ts) report
+ * it.
+ */
 import type { KafkaRecord } from './records.js';
 
 /**

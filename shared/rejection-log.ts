@@ -1,3 +1,8 @@
+/**
+ * The log lines of a batch's dead letters (docs/design.md section 6): a few one by one, the rest in
+ * one line grouped by reason, never a payload. process-batch.ts calls it with the letters the batch
+ * stored.
+ */
 import type { DeadLetter } from './dead-letters.js';
 import type { CoreLogger } from './logger.js';
 import { batchFields } from './batch-report.js';

@@ -1,3 +1,8 @@
+/**
+ * Step 3 of a batch (docs/design.md section 3): `package_name -> application_id` for the whole
+ * batch in one query, through a per-pipeline cache of hits. The table (`apps_registry_application`)
+ * belongs to the App API; this service only reads it.
+ */
 import type { Queryable } from './queryable.js';
 
 /** Application ids by package name. Ids are BIGINT text, never rounded through `Number`. */

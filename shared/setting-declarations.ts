@@ -1,13 +1,13 @@
+/**
+ * The settings the handlers' core reads on every runtime (Lambda, the host, the CLI), and the few
+ * only some runtimes read beside them (the Secrets Manager secret, the migrations folder,
+ * Powertools' log level and metrics namespace, the audit actor). The host's and the CLI's own are
+ * in config/setting-declarations.ts; both together are the catalog (`ALL_SETTINGS` there).
+ */
 import { z } from 'zod';
 import { booleanVariable, integerVariable, millisecondsVariable } from './env.js';
 import { DEFAULT_LOCK_TIMEOUT_MS } from './migrations/constants.js';
 import { setting } from './setting.js';
-
-/**
- * The settings the handlers' core reads on every runtime (Lambda, the host, the CLI), and the
- * few the Lambda functions and the CLI read beside it. The host's own are in
- * config/setting-declarations.ts; both together are the catalog (`ALL_SETTINGS` there).
- */
 
 /** How a batch that could not be stored is handed back for redelivery (docs/design.md section 3). */
 export const FAILURE_RESPONSES = ['throw', 'report'] as const;

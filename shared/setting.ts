@@ -1,13 +1,13 @@
+/**
+ * Settings declared once and read through their declarations: a `Setting` holds its variable,
+ * schema, default, unit, runtimes, tier and one line for the reference (per pipeline: a
+ * `SettingFamily`; a rule between settings: a `CrossConstraint`); `SettingsReader` reads them from
+ * one environment and names every problem at once. docs/settings.md is generated from the
+ * declarations (`npm run settings:doc`) and `storage-consumer config` prints them.
+ */
 import type { z } from 'zod';
 import type { Environment } from './env.js';
 import { ConfigurationError } from './errors.js';
-
-/**
- * A setting declared once: its variable, schema, default, unit, the runtimes that read it, its
- * tier and one line for the reference. The loaders of every runtime read through these
- * declarations, `docs/settings.md` is generated from them (`npm run settings:doc`) and
- * `storage-consumer config` prints them.
- */
 
 /** Who reads a setting: the Lambda functions, the host process, the operations CLI. */
 export const RUNTIMES = ['lambda', 'host', 'cli'] as const;

@@ -1,3 +1,8 @@
+/**
+ * The settings the handlers' core needs on every runtime, Lambda included. Pipelines' Kafka
+ * side (topics, groups, batch sizes, the host's selection) is the host's and the CLI's alone:
+ * config/pipeline-settings.ts.
+ */
 import { deepFreeze } from './env.js';
 import type { Environment } from './env.js';
 import { loadWith } from './setting.js';
@@ -17,12 +22,6 @@ import {
   STORAGE_REJECTION_LOG_LIMIT,
 } from './setting-declarations.js';
 import type { DbSslMode, FailureResponse } from './setting-declarations.js';
-
-/**
- * The settings the handlers' core needs on every runtime, Lambda included. Pipelines' Kafka
- * side (topics, groups, batch sizes, the host's selection) is the host's and the CLI's alone:
- * config/pipeline-settings.ts.
- */
 
 /** How to reach PostgreSQL. `connectionString` unset means the standard PG* variables. */
 export interface DatabaseSettings {

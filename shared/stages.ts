@@ -1,3 +1,8 @@
+/**
+ * The deployment stages and what differs per stage: values chosen per stage (`StageValues`) and the
+ * consumer group ids a stage uses.
+ */
+
 /** The deployment stages of `serverless.yml` (deploy/params.yml holds their AWS settings). */
 export const STAGES = ['dev', 'staging', 'prod', 'local'] as const;
 export type Stage = (typeof STAGES)[number];

@@ -1,3 +1,7 @@
+/**
+ * The service's version, as `storage-consumer --version` and the host's state lines give it: read
+ * once, when the module loads, from the service's package.json wherever this module runs from.
+ */
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

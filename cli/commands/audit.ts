@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer audit`: the audit trail (`operator_actions`, shared/operator-actions.ts) listed
+ * oldest first, as a table or as JSON (docs/operations.md, "The audit trail").
+ */
 import { listOperatorActions } from '../../shared/operator-actions.js';
 import type { OperatorActionEntry } from '../../shared/operator-actions.js';
 import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';

@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer config`: an environment's effective settings as cli/effective-settings.ts reads
+ * them, with every invalid one named (docs/operations.md, "The effective settings").
+ */
 import { defineCommand, EXIT, jsonOption } from '../command.js';
 import { effectiveSettings } from '../effective-settings.js';
 import type { EffectiveSetting } from '../effective-settings.js';

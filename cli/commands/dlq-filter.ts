@@ -1,3 +1,8 @@
+/**
+ * The selection options of the dead-letter commands (`--pipeline`, `--reason`, `--since`), declared
+ * once for `dlq list`, `dlq redrive` and `dlq purge`, and parsed into the filter of
+ * cli/dead-letter-store.ts.
+ */
 import { REJECTION_REASONS } from '../../shared/records.js';
 import type { RejectionReason } from '../../shared/records.js';
 import { UsageError } from '../command.js';

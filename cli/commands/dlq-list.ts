@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer dlq list`: the dead letters, newest first and filtered, as a table or as JSON
+ * (docs/operations.md, "Dead letters").
+ */
 import { defineCommand, EXIT, jsonOption, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { DeadLetterSummary } from '../dead-letter-store.js';

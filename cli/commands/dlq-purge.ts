@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer dlq purge`: deletes old dead letters in two steps: a preview that prints the
+ * exact command for the set it shows, then `--yes --expect`, which deletes that set or nothing,
+ * with its audit entry in the deleting transaction (docs/operations.md, "Dead letters").
+ */
 import type pg from 'pg';
 import { beginBatchTransaction } from '../../shared/connection.js';
 import { isServerAnswer } from '../../shared/error-classification.js';

@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer dlq redrive`: pending dead letters through their pipeline again (the work is
+ * cli/redrive.ts's), with progress on a terminal and a summary (docs/operations.md, "Dead
+ * letters").
+ */
 import { resolveActor } from '../../shared/operator-actions.js';
 import type { CliIo } from '../command.js';
 import { defineCommand, EXIT, jsonOption } from '../command.js';

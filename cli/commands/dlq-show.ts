@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer dlq show <id>`: one dead letter whole, its key and payload as text when they
+ * are UTF-8, else as hex (docs/operations.md, "Dead letters").
+ */
 import { defineCommand, EXIT, jsonOption, RefusedError, UsageError } from '../command.js';
 import { withDatabase } from '../context.js';
 import type { StoredDeadLetter } from '../dead-letter-store.js';

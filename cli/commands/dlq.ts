@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer dlq`: the command group of the dead-letter table; its subcommands are in
+ * dlq-list.ts, dlq-show.ts, dlq-redrive.ts and dlq-purge.ts.
+ */
 import type { GroupCommand } from '../command.js';
 import { dlqList } from './dlq-list.js';
 import { dlqPurge } from './dlq-purge.js';

@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer healthcheck`, a container's health check: one host process's per-pipeline
+ * heartbeat files (host-api/heartbeat-files.ts) or, with `--http`, its `/healthz` or `/readyz`
+ * (docs/operations.md, "Heartbeat files: one per host process").
+ */
 import { checkHeartbeats, defaultMaxAgeMs } from '../../host-api/heartbeat-files.js';
 import { HTTP_PATHS } from '../../host-api/http-paths.js';
 import { loadHeartbeatSettings, loadHttpSettings } from '../../config/host-settings.js';

@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer lag`: each pipeline's consumer group as the broker has it (committed and end
+ * offsets, lag, members and their partitions), with a paused pipeline named. `replay` prints its
+ * group heading the same way.
+ */
 import type { CliIo } from '../command.js';
 import { defineCommand, EXIT, jsonOption } from '../command.js';
 import type { GroupPosition, PartitionPosition } from '../../kafka/lag.js';
@@ -11,7 +16,7 @@ import { readPipelinePauses } from '../../shared/pause-store.js';
 import type { PipelinePause } from '../../shared/pause-store.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 
-/** The per-partition table of one group, as `lag` and `replay` print it. */
+/** The per-partition table of one group, as `lag` prints it (`replay` prints its own: `renderSteps`). */
 function renderPartitions(partitions: readonly PartitionPosition[]): string {
   return renderTable<PartitionPosition>(
     [

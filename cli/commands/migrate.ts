@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer migrate` (= `npm run migrate`): the pending migrations applied by the migration
+ * runner (shared/migrations/), then the live schema compared with what they define
+ * (docs/operations.md, "Migrations").
+ */
 import pg from 'pg';
 import { findSchemaDrift } from '../../shared/migrations/drift.js';
 import { DEFAULT_MIGRATIONS_DIRECTORY, loadMigrations, migrationConnection, runMigrations } from '../../shared/migrations/index.js';

@@ -1,3 +1,8 @@
+/**
+ * `--no-audit`, for the commands that change state: the option, the audit policy it asks for, the
+ * refusal a command gives without it when its entry cannot be written, and the warning with it
+ * (docs/operations.md, "The audit trail").
+ */
 import type { AuditPolicy } from '../../shared/operator-actions.js';
 import { AuditUnavailableError } from '../../shared/operator-actions.js';
 import type { CliIo } from '../command.js';

@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer pause` and `resume`: a pipeline's row in `pipeline_pauses` and its audit entry,
+ * written in one transaction (shared/pause-store.ts); every host obeys the row (docs/operations.md,
+ * "Pause and resume on the host").
+ */
 import { resolveActor } from '../../shared/operator-actions.js';
 import { changePipelinePause, pauseChangeJson } from '../../shared/pause-store.js';
 import type { PauseChange, PauseChangeResult } from '../../shared/pause-store.js';

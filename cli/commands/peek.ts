@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer peek`: a few records of a pipeline's topic, read over the host's Kafka
+ * connection by a throw-away consumer group, each with what the pipeline's contract makes of it.
+ * Stores nothing and commits no offset.
+ */
 import { randomUUID } from 'node:crypto';
 import { logLevel } from 'kafkajs';
 import type { KafkaMessage } from 'kafkajs';

@@ -1,3 +1,7 @@
+/**
+ * `--pipeline P` of the commands that look at one pipeline or all of them (`lag`, `status`, the
+ * dead-letter filters), and the check of a pipeline named on the command line.
+ */
 import { isPipelineName, PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
 import type { ConsumerSettings } from '../../config/pipeline-settings.js';

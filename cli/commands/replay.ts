@@ -1,3 +1,9 @@
+/**
+ * `storage-consumer replay`: moves one pipeline's consumer group (or one partition of it) to
+ * earliest, latest, an instant or an offset; refused while the group has members, when it does not
+ * exist, or when it would skip uncommitted offsets; audited before any offset moves
+ * (docs/operations.md, "Replay one pipeline"). The plan itself is cli/replay-plan.ts's.
+ */
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';

@@ -1,3 +1,7 @@
+/**
+ * `storage-consumer run`: hands the process to the host's entry point (host/main.ts), as
+ * `npm run host` does.
+ */
 import { defineCommand, EXIT } from '../command.js';
 
 /** `run`: the host, through its own entry point (signals, exit code and all). */

@@ -1,3 +1,8 @@
+/**
+ * `--stage S`: a stage's consumer group names (shared/stages.ts) put into a command's environment
+ * wherever no `STORAGE_GROUP_<PIPELINE>` is set. `replay` takes the option from here; `verify`
+ * declares its own `--stage` and applies it the same way.
+ */
 import { envSuffix } from '../../shared/pipeline-spec.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { CliIo } from '../command.js';

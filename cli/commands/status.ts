@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer status` (docs/operations.md, "Status"): each pipeline as Kafka and PostgreSQL
+ * have it (group, members and their partitions, offsets, lag, pause state) and, with `--host`, one
+ * host's own view: the status document of host-api/status-document.ts.
+ */
 import { pipelineStatusPath } from '../../host-api/http-paths.js';
 import type { PipelineStatusDocument } from '../../host-api/status-document.js';
 import type { PipelineName } from '../../shared/pipelines.js';

@@ -1,3 +1,8 @@
+/**
+ * `storage-consumer verify`: the stack checked end to end in five steps (schema, topics, messages,
+ * dead letters, lag), each run whatever the others found; exit 0 only when every one holds
+ * (docs/operations.md, "Daily checks").
+ */
 import type { Admin } from 'kafkajs';
 import type pg from 'pg';
 import { groupPosition } from '../../kafka/lag.js';
@@ -341,9 +346,10 @@ function lagThresholds(stage: string | undefined, maxLag: string | undefined): L
   return lagAlarmThresholds(chosen);
 }
 
-/** `verify`: the stack end to end, step by step. */
+/** The lag thresholds without `--stage` or `--max-lag`, as `--help` states them. */
 const DEFAULT_THRESHOLDS = `${DEFAULT_VERIFY_STAGE}'s: ${formatThresholds(lagAlarmThresholds(DEFAULT_VERIFY_STAGE))}`;
 
+/** `verify`: the stack end to end, step by step. */
 export const verify = defineCommand({
   name: 'verify',
   summary: 'check schema, topics, messages and rows, dead letters and lag, in order',

@@ -1,3 +1,9 @@
+/**
+ * kafkajs' own log lines, routed into the host's JSON logger: the log level and `logCreator` the
+ * host creates its Kafka client with (host/supervisor.ts). Only WARN and up pass; kafkajs' ERRORs
+ * of the Connection namespace (every error response, retriable ones included) are logged as
+ * warnings.
+ */
 import { logLevel } from 'kafkajs';
 import type { LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../../shared/logger.js';

@@ -1,4 +1,10 @@
 /**
+ * A Node warning kafkajs causes that nobody can act on (`TimeoutNegativeWarning`): how to recognise
+ * it and a process-wide filter that drops it, installed by `installKafkajsWorkarounds`
+ * (./index.ts); the host's process guards (host/process-guards.ts) use the same test.
+ */
+
+/**
  * kafkajs 2.2.4 arms a timer with a negative delay (requestQueue.scheduleCheckPendingRequests),
  * which Node 24 reports as a `TimeoutNegativeWarning` on stderr after a response; the timer still
  * fires as intended (Node clamps it to 1 ms), so the warning says nothing an operator can act on.

@@ -1,3 +1,8 @@
+/**
+ * The `app-stats` topic's message contract, v1 (docs/design.md section 5): its zod schema, built
+ * from the blocks of fields.ts, text.ts, numbers.ts and timestamps.ts, its message type and its
+ * decoder. shared/pipelines.ts binds it to the `app_stats` table.
+ */
 import { z } from 'zod';
 import { createDecoder } from './decode.js';
 import { optional } from './fields.js';

@@ -1,14 +1,14 @@
+/**
+ * The generic path of one record value to a message (docs/design.md section 3 step 2): bytes ->
+ * strict UTF-8 -> JSON -> JSON object -> storable text everywhere -> contract. A value that fails a
+ * step is rejected with that step's reason (`empty_message`, `invalid_encoding`, `invalid_json`;
+ * from the JSON object on, `invalid_message`); nothing in here throws for any input.
+ */
 import type { z } from 'zod';
 import type { Rejection, RejectionReason } from '../records.js';
 import { InexactNumber } from './numbers.js';
 import { unstorableTextProblem } from './text.js';
 import type { DecodeResult, Decoder } from './decoder.js';
-
-/**
- * The generic path of one record value to a message (docs/design.md section 3 step 2):
- * bytes -> strict UTF-8 -> JSON -> JSON object -> storable text everywhere -> contract.
- * Each step has its own rejection reason; nothing in here throws for any input.
- */
 
 /** Longest `detail` this module writes, in UTF-16 units. */
 export const MAX_DETAIL_LENGTH = 300;

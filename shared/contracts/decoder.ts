@@ -1,3 +1,8 @@
+/**
+ * The types every contract's decoder shares: what decoding one record value gives (`DecodeResult`:
+ * a message or a rejection), the read-only message a schema outputs (`MessageOf`) and the `Decoder`
+ * itself. decode.ts builds one per contract; a pipeline's definition holds its own.
+ */
 import type { z } from 'zod';
 import type { Rejection } from '../records.js';
 

@@ -1,11 +1,10 @@
-import { z } from 'zod';
-import { ruleOrRequired } from './fields.js';
-import { codePointsAtMost, unstorableTextProblem } from './text.js';
-
 /**
  * Number blocks of the message contracts: integers per column type (exact, never rounded), finite
  * numbers, prices as exact decimal text, and the collections of counts (histogram, protocols).
  */
+import { z } from 'zod';
+import { ruleOrRequired } from './fields.js';
+import { codePointsAtMost, unstorableTextProblem } from './text.js';
 
 /** Inclusive ranges of the PostgreSQL integer column types, as far as a JS number is exact. */
 export const COLUMN_RANGES = {

@@ -1,10 +1,9 @@
-import { z } from 'zod';
-import { ruleOrRequired } from './fields.js';
-
 /**
  * Text blocks of the message contracts: strings PostgreSQL can store, counted in code points as it
  * counts characters, and the text-shaped values (package name, UUID, currency).
  */
+import { z } from 'zod';
+import { ruleOrRequired } from './fields.js';
 
 /** Why a string cannot be stored in a PostgreSQL text column, or `null` if it can. */
 export function unstorableTextProblem(value: string): string | null {

@@ -1,3 +1,8 @@
+/**
+ * The timestamp block of the message contracts (docs/design.md section 5): the one format a
+ * timestamp may have, and its normalisation to UTC with six fractional digits, computed on integers
+ * (never a `Date`), so microseconds and every year from 0001 to 9999 come through exactly.
+ */
 import { z } from 'zod';
 import { ruleOrRequired } from './fields.js';
 

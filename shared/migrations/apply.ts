@@ -1,3 +1,7 @@
+/**
+ * The migration runner's apply step: one file and its tracking row in one transaction, so both
+ * commit or neither does. run.ts calls it for each pending file while it holds the migration lock.
+ */
 import pg from 'pg';
 import { MigrationError } from '../errors.js';
 import { recordAppliedMigration } from './tracking.js';

@@ -1,3 +1,9 @@
+/**
+ * The migrations' hashes: a file's checksum, which the tracking table stores and every run compares
+ * (a changed applied file is refused), and one hash of a whole set, the migration custom resource's
+ * property (deploy/migrations-hash.js computes it at package time, aws/migration-handler.ts from
+ * the bundled files).
+ */
 import { createHash } from 'node:crypto';
 import type { MigrationFile } from './model.js';
 

@@ -1,3 +1,9 @@
+/**
+ * How a migration runner connects (docs/design.md section 7): the batches' connection options
+ * without their session bounds, and the runner's own lock wait and statement timeout. The Lambda
+ * custom resource, `storage-consumer migrate`, `npm start` and the host's migrate-on-start all
+ * connect through it.
+ */
 import type pg from 'pg';
 import { connectionConfig } from '../db.js';
 import type { DatabaseSettings } from '../settings.js';

@@ -1,3 +1,8 @@
+/**
+ * The migration runner's fixed values: the advisory lock's key, the names of the tracking table and
+ * of the App API's table, the repository's migrations folder, and the default connect and lock
+ * timeouts.
+ */
 import { fileURLToPath } from 'node:url';
 
 /**

@@ -1,13 +1,13 @@
+/**
+ * Schema drift: what the applied migrations define (tables, columns with their types, unique keys)
+ * compared with what the live schema has; `storage-consumer migrate` and `verify` report it. The
+ * definition is not a second copy of the schema: the applied files themselves run in a scratch
+ * schema inside a transaction that is rolled back, against a stand-in of the App API's table (so no
+ * lock is taken on the real one).
+ */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { MigrationFile } from './model.js';
-
-/**
- * Schema drift: what the applied migrations define (tables, columns with their types, unique
- * keys) compared with what the live schema has. The definition is not a second copy of the
- * schema: the applied files themselves run in a scratch schema inside a transaction that is
- * rolled back, against a stand-in of the App API's table (so no lock is taken on the real one).
- */
 
 /** One difference, in words: `table network_metrics is missing though migration 0003 is recorded`. */
 export type SchemaDrift = string;

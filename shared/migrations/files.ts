@@ -1,3 +1,8 @@
+/**
+ * The migration files on disk: their names parsed (`NNNN_name.sql`) and checked to be one
+ * contiguous sequence from 0001, their bytes read as UTF-8 with their checksums, and the hash of a
+ * directory for deploy tooling.
+ */
 import { readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { MigrationError } from '../errors.js';

@@ -1,3 +1,8 @@
+/**
+ * The advisory lock that serialises migration runners (docs/design.md section 7): session-level, on
+ * the runner's one dedicated connection, held for the whole run and released in `finally`. A runner
+ * that has to wait logs who holds it first.
+ */
 import pg from 'pg';
 import { MigrationError } from '../errors.js';
 import { MIGRATION_LOCK_KEY } from './constants.js';

@@ -1,3 +1,8 @@
+/**
+ * The migration runner's data: a file as read from disk, a tracking-table row, the status of a
+ * schema against the files, and a run's report and logger.
+ */
+
 /** One migration file as read from disk: its number, name, bytes' checksum and SQL text. */
 export interface MigrationFile {
   /** The file's number, `NNNN` in `NNNN_name.sql`; contiguous from 1. */

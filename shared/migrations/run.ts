@@ -1,3 +1,8 @@
+/**
+ * The migration run (docs/design.md section 7), `runMigrations`, which every entry point calls: one
+ * dedicated connection, the App API's table checked, the lock taken, each pending file applied with
+ * its tracking row; a run stopped by its deadline ends its session for good (session.ts).
+ */
 import pg from 'pg';
 import { MigrationError } from '../errors.js';
 import { applyMigration } from './apply.js';

@@ -1,3 +1,8 @@
+/**
+ * How a migration run stopped by its deadline ends (run.ts): its client closed, its statement
+ * cancelled (its backend terminated if that is not enough) from a second connection, and the end
+ * confirmed, so that no COMMIT can follow and the lock is free.
+ */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 

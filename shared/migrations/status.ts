@@ -1,3 +1,8 @@
+/**
+ * Where the schema stands against the migration files, without changing anything: the applied rows,
+ * the pending versions, changed or renamed files, and versions newer than the code. run.ts decides
+ * with it what to apply; `storage-consumer verify` reports it.
+ */
 import { DEFAULT_MIGRATIONS_DIRECTORY } from './constants.js';
 import { loadMigrations } from './files.js';
 import { readAppliedMigrations } from './tracking.js';

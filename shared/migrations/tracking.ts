@@ -1,3 +1,7 @@
+/**
+ * The tracking table `storage_consumer_migrations` (docs/design.md section 7): created when it is
+ * missing, read in version order, and given one row per file inside that file's own transaction.
+ */
 import type pg from 'pg';
 import { TRACKING_TABLE } from './constants.js';
 import type { AppliedMigration } from './model.js';
