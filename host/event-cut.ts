@@ -114,8 +114,16 @@ export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
     const lastOffset = BigInt(offsets[offsets.length - 1] as string);
     const fetchedEnd = BigInt(batch.lastOffset);
     const next = (isLast && fetchedEnd > lastOffset ? fetchedEnd : lastOffset) + 1n;
+    // Built when it is first invoked, not when the batch is cut: a lane holds fetched batches
+    // ahead of their writing (./partition-lanes.ts), and an event's base64 copies of its records
+    // would more than double what they hold.
+    const eventRecords = records;
+    let built: KafkaEvent | undefined;
     events.push({
-      event: buildKafkaEvent(records, options.source),
+      get event() {
+        built ??= buildKafkaEvent(eventRecords, options.source);
+        return built;
+      },
       partitions: [{ topic, partition, key, offsets, next: next.toString() }],
       records: records.length,
       bytes,
