@@ -69,6 +69,28 @@ export function skipCommand(pipeline: string, partition: number, lastOffset: str
   return `storage-consumer replay ${pipeline} --partition ${partition} --to-offset ${(BigInt(lastOffset) + 1n).toString()} --allow-skip`;
 }
 
+/**
+ * Why a crash kafkajs does not restart from fails the pipeline, and where: the same bytes fail
+ * the same way on every start, so an unreadable batch names its codec and offsets, once, and how
+ * to step over it should Kafka's own clients not read it either.
+ */
+function crashFailure(pipeline: PipelineSettings, error: Error): { message: string; place?: BatchPlace } {
+  const codec = unreadableCodec(error);
+  const unreadable = unreadableBatchOf(error);
+  if (codec === undefined && unreadable === undefined) return { message: `kafka consumer crashed: ${error.message}` };
+  const what = codec === undefined ? 'a record batch' : `a record batch compressed with ${codec}`;
+  if (unreadable === undefined) return { message: `topic ${pipeline.topic} holds ${what} that this host cannot read: ${error.message}` };
+  const { partition, baseOffset, lastOffset } = unreadable.location;
+  const reason = unreadable.cause instanceof Error ? unreadable.cause.message : String(unreadable.cause);
+  return {
+    message:
+      `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ` +
+      `${reason}; ` +
+      `if Kafka's own clients cannot read it either, step over it with: ${skipCommand(pipeline.name, partition, lastOffset)}`,
+    place: { topic: pipeline.topic, partition, firstOffset: baseOffset, lastOffset },
+  };
+}
+
 /** What a pipeline consumer is built from. */
 export interface PipelineConsumerOptions {
   readonly pipeline: PipelineSettings;
@@ -180,28 +202,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     inGroup = false;
     progress.crashed(payload.error);
     if (payload.restart || stopping) return;
-    const codec = unreadableCodec(payload.error);
-    const unreadable = unreadableBatchOf(payload.error);
-    if (codec === undefined && unreadable === undefined) {
-      fail(`kafka consumer crashed: ${payload.error.message}`, payload.error);
-      return;
-    }
-    // The same bytes fail the same way on every start: say which codec and where, once, and
-    // how to step over the batch should Kafka's own clients not read it either.
-    const what = codec === undefined ? 'a record batch' : `a record batch compressed with ${codec}`;
-    if (unreadable === undefined) {
-      fail(`topic ${pipeline.topic} holds ${what} that this host cannot read: ${payload.error.message}`, payload.error);
-      return;
-    }
-    const { partition, baseOffset, lastOffset } = unreadable.location;
-    const reason = unreadable.cause instanceof Error ? unreadable.cause.message : String(unreadable.cause);
-    fail(
-      `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ` +
-        `${reason}; ` +
-        `if Kafka's own clients cannot read it either, step over it with: ${skipCommand(pipeline.name, partition, lastOffset)}`,
-      payload.error,
-      { topic: pipeline.topic, partition, firstOffset: baseOffset, lastOffset },
-    );
+    const verdict = crashFailure(pipeline, payload.error);
+    fail(verdict.message, payload.error, verdict.place);
   });
 
   const loop = createBatchLoop({

@@ -41,9 +41,13 @@ describe('a host pipeline', () => {
     });
     return { clock, pipeline };
   };
-  /** Resolves once the pipeline's heartbeat file was written (a few I/O turns). */
+  /**
+   * Resolves once the pipeline's heartbeat file was written: real I/O, so bounded by real time
+   * (10 s), not by a count of event-loop turns, which a loaded machine passes before the write lands.
+   */
   const written = async (pipeline: HostPipeline) => {
-    for (let turn = 0; turn < 1_000 && pipeline.view().snapshot.lastBeatAt === undefined; turn += 1) {
+    const started = performance.now();
+    while (pipeline.view().snapshot.lastBeatAt === undefined && performance.now() - started < 10_000) {
       await new Promise((resolve) => setImmediate(resolve));
     }
   };
