@@ -543,6 +543,30 @@ describe('the progress rules, model-based (many hours of random timelines, fake 
     expect(outcome.failedAt).toBe(20_000 + bounds.fetchFailAfterMs + TICK_MS);
   });
 
+  it('(b), its counterexample: a batch whose back-off ends after a consumer crash restarts no fetch clock', () => {
+    // The product's defect behind fast-check's seed -790146006 (run 4000 times), cut to its shape
+    // by hand: a batch that fails on the database starts at 10 s, the topic is deleted at 15 s,
+    // the consumer crashes at 20 s as the attempt fails, the back-off ends at 25 s. Letting go of
+    // the batch restarted the fetch clock although nothing was fetched: FAILED at 330 s, a tick
+    // past the bound from the crash.
+    const timeline: Timeline = {
+      steps: [
+        { wait: 2, command: { kind: 'batch-fails' } },
+        { wait: 0, command: { kind: 'produce', partition: 0, count: 1 } },
+        { wait: 1, command: { kind: 'break' } },
+      ],
+      seed: 73,
+      pauseReadAfter: 0,
+      startsPaused: false,
+      broken: 'topic-deleted',
+    };
+    const outcome = expectFailedInTime(timeline);
+    expect(outcome.brokeAt).toBe(15_000);
+    expect(outcome.obligedFrom).toBe(20_000);
+    // From the last fetch, at 10 s.
+    expect(outcome.failedAt).toBe(10_000 + bounds.fetchFailAfterMs + TICK_MS);
+  });
+
   it('(b), its counterexample: a rebalance that takes the partition of the failing batch before it began still breaks the world', () => {
     // fast-check's counterexamples (seeds 1172357815 and 1521731728) cut to their shape by hand:
     // the database break puts a failing batch on the member's partition at 10 s, and a rebalance
