@@ -127,7 +127,8 @@ export interface ProgressSnapshot {
   /**
    * Since when a fetch has been expected without one (the fetch clock), `undefined` while none is
    * expected: a standby without partitions, a rebalance begun in good standing. Restarted by every
-   * completed fetch and every batch the loop lets go of.
+   * completed fetch and stored batch, and by every batch the loop lets go of unless the consumer
+   * crashed since its last progress.
    */
   readonly fetchClockFrom: number | undefined;
   /** The consumer crashed since the pipeline last made progress (a fetch, a stored batch, a join): a rebalance then excuses nothing. */
@@ -257,6 +258,17 @@ export class PipelineProgress {
   /** Progress while a fetch is expected: the fetch clock starts again now. */
   private progressed(at: number): void {
     if (this.fetchClockFrom !== undefined) this.fetchClockFrom = at;
+  }
+
+  /**
+   * The loop let go of a batch (its back-off is over, or it was dropped): progress, unless the
+   * consumer crashed since its last progress. Then only a completed fetch or a stored batch is
+   * (docs/operations.md, "The rules behind the signals"): the clock that runs from before the
+   * crash goes on, else a crash during a back-off would put the failure a back-off (up to a
+   * minute) past its bound.
+   */
+  private letGo(at: number): void {
+    if (!this.crashedSinceProgress) this.progressed(at);
   }
 
   /** The kafkajs consumer is being started (after migrations): a fetch is expected from now. */
@@ -404,12 +416,13 @@ export class PipelineProgress {
 
   /**
    * The back-off after a failed attempt is over: the batch on `partition` waits for its
-   * redelivery, which needs a fetch. From now it excuses no missing fetch.
+   * redelivery, which needs a fetch. From now it excuses no missing fetch; the fetch clock starts
+   * again now, unless the consumer crashed since its last progress.
    */
   awaitingRedelivery(partition: number): void {
     const entry = this.inFlight.get(partition);
     if (entry !== undefined) this.inFlight.set(partition, { ...entry, busy: false });
-    this.progressed(this.now());
+    this.letGo(this.now());
   }
 
   /** The batch on `partition` is no longer ours (a rebalance, a stop): nothing of it is in flight here. */
@@ -417,7 +430,7 @@ export class PipelineProgress {
     const at = this.now();
     this.lastBatchEndAt = at;
     this.inFlight.delete(partition);
-    this.progressed(at);
+    this.letGo(at);
   }
 
   /**

@@ -243,6 +243,36 @@ describe('the progress record', () => {
     expect(failed.failure).toContain('a batch waits for its redelivery (partition 0 offsets 100..149)');
   });
 
+  it('lets go of a batch after a consumer crash without restarting the fetch clock: only a fetch or a stored batch is progress then', () => {
+    const { clock, progress, verdict } = record();
+    progress.consumerStarted();
+    progress.joined([0, 1]);
+    progress.fetched();
+    const fetchedAt = clock.now;
+    progress.attemptStarted({ partition: 0, firstOffset: '100', lastOffset: '149' });
+    progress.attemptStarted({ partition: 1, firstOffset: '7', lastOffset: '9' });
+    clock.now += 5_000;
+    progress.notStored(0, new Error('canceling statement due to statement timeout'));
+    progress.crashed(new Error('Connection error: connect ECONNREFUSED 127.0.0.1:19092'));
+    // The back-off ends, and a rebalance takes the other batch: neither fetched anything.
+    clock.now += 5_000;
+    progress.awaitingRedelivery(0);
+    progress.dropped(1);
+    expect(verdict().notFetchingMs).toBe(clock.now - fetchedAt);
+    clock.now = fetchedAt + bounds.fetchFailAfterMs + 1;
+    expect(verdict().failure).toContain('a batch waits for its redelivery (partition 0 offsets 100..149)');
+    // Without the crash, letting go of the batch starts the clock again.
+    const healthy = record();
+    healthy.progress.consumerStarted();
+    healthy.progress.joined([0]);
+    healthy.progress.fetched();
+    healthy.progress.attemptStarted({ partition: 0, firstOffset: '100', lastOffset: '149' });
+    healthy.clock.now += 50_000;
+    healthy.progress.notStored(0, new Error('canceling statement due to statement timeout'));
+    healthy.progress.awaitingRedelivery(0);
+    expect(healthy.verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
+  });
+
   it('starts the stall clock of a partition handed over in a rebalance when it becomes ours', () => {
     const { clock, progress, verdict } = record();
     progress.consumerStarted();
