@@ -56,7 +56,7 @@ export function createPipelineRuntime(
   let pool: Promise<pg.Pool> | undefined;
   const open = () => {
     if (!pool) {
-      const opening = source.settings().then((database) => createPool(database, logger, name));
+      const opening = source.settings().then((database) => trackBackends(createPool(database, logger, name)));
       pool = opening;
       // A failed fetch (e.g. Secrets Manager briefly unavailable) must not be cached for good.
       opening.catch(() => {
@@ -124,6 +124,30 @@ export interface PingResult {
   readonly poolHeld: { readonly size: number; readonly waiting: number; readonly waits: readonly string[] } | undefined;
 }
 
+/** The server process ids of each pool's connections, for asking what exactly they wait on. */
+const backends = new WeakMap<pg.Pool, Set<number>>();
+
+/**
+ * Follows the pool's connections' server pids (node-postgres' `processID`, from the server's
+ * BackendKeyData): the held-pool answer names what this pool's statements wait on, not those of
+ * another host or pipeline that shares the application name (a second host of the pipeline, or
+ * a staging deployment on the same server).
+ */
+function trackBackends(pool: pg.Pool): pg.Pool {
+  const pids = new Set<number>();
+  backends.set(pool, pids);
+  const pidOf = (client: pg.PoolClient) => (client as unknown as { processID?: number | null }).processID;
+  pool.on('connect', (client) => {
+    const pid = pidOf(client);
+    if (typeof pid === 'number') pids.add(pid);
+  });
+  pool.on('remove', (client) => {
+    const pid = pidOf(client);
+    if (typeof pid === 'number') pids.delete(pid);
+  });
+  return pool;
+}
+
 /**
  * Every connection of the pool stayed busy (a batch blocked on a lock holds them): waiting longer
  * would say "the database does not answer" when it does. A connection of its own asks the
@@ -138,8 +162,9 @@ async function askOutsidePool(database: DatabaseSettings, pool: pg.Pool, name: s
     const { rows } = await client.query<{ wait: string | null; blockers: number[] | null; seconds: number | null }>(
       `SELECT wait_event_type || '/' || wait_event AS wait, pg_blocking_pids(pid) AS blockers,
               round(extract(epoch FROM now() - query_start))::int AS seconds
-         FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND pid <> pg_backend_pid()`,
-      [`storage-consumer/${name}`],
+         FROM pg_stat_activity
+        WHERE application_name = $1 AND state = 'active' AND pid <> pg_backend_pid() AND pid = ANY($2::int[])`,
+      [`storage-consumer/${name}`, [...(backends.get(pool) ?? [])]],
     );
     const waits = rows.map((row) => {
       const blockers = row.blockers === null || row.blockers.length === 0 ? '' : `, blocked by pid ${row.blockers.join(', ')}`;

@@ -42,8 +42,10 @@ describe('the readiness ping', () => {
     }
   });
 
-  it('says the pool is held, and on what its session waits, when a statement holds the only connection past the wait', async () => {
+  it("says the pool is held, and on what its own session waits (not another host's of the same pipeline), past the wait", async () => {
     const runtime = createPipelineRuntime('reviews', testSettings(schema.url, { STORAGE_DB_POOL_MAX: '1' }), captureLogger());
+    // Another host of reviews on the same server: same application name, blocked on the same lock.
+    const other = createPipelineRuntime('reviews', testSettings(schema.url, { STORAGE_DB_POOL_MAX: '1' }), captureLogger());
     const locker = await schema.pool.connect();
     try {
       await locker.query('BEGIN');
@@ -51,12 +53,13 @@ describe('the readiness ping', () => {
       const [{ pid } = { pid: 0 }] = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
       const pool = await runtime.pool();
       const blocked = pool.query('SELECT count(*) FROM reviews');
+      const otherBlocked = (await other.pool()).query('SELECT count(*) FROM reviews');
       await new Promise((resolve) => setTimeout(resolve, 100));
       const result = await runtime.ping();
       expect(result.poolHeld).toMatchObject({ size: 1, waiting: 0 });
       expect(result.poolHeld?.waits).toEqual([expect.stringMatching(new RegExp(`waits on Lock/relation, blocked by pid ${pid}$`))]);
       await locker.query('ROLLBACK');
-      await blocked;
+      await Promise.all([blocked, otherBlocked]);
       // The ping's queued request got the connection once the statement ended and gave it back.
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(pool.waitingCount).toBe(0);
@@ -66,6 +69,7 @@ describe('the readiness ping', () => {
       await locker.query('ROLLBACK').catch(() => undefined);
       locker.release();
       await runtime.close();
+      await other.close();
     }
   });
 });
