@@ -65,6 +65,8 @@ export function createPipelineRuntime(
     }
     return pool;
   };
+  /** A ping's request for a connection is still queued in the pool. */
+  let pingWaiting = false;
   const close = async () => {
     const current = pool;
     pool = undefined;
@@ -94,7 +96,15 @@ export function createPipelineRuntime(
     // comes within PING_CONNECTION_WAIT_MS.
     ping: async () => {
       const current = await open();
+      // An earlier ping still waits for a connection: the pool is still held, and a probe every
+      // few seconds must not pile requests up in front of the batch's own statements.
+      if (pingWaiting) return { poolHeld: await askOutsidePool(await source.settings(), current, name) };
+      pingWaiting = true;
       const pending = current.connect();
+      const settled = () => {
+        pingWaiting = false;
+      };
+      pending.then(settled, settled);
       const client = await within(pending, PING_CONNECTION_WAIT_MS);
       if (client === TIMED_OUT) {
         // The connection comes when a statement of the batch ends: given back at once.

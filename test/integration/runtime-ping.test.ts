@@ -56,6 +56,10 @@ describe('the readiness ping', () => {
       const otherBlocked = (await other.pool()).query('SELECT count(*) FROM reviews');
       await new Promise((resolve) => setTimeout(resolve, 100));
       const result = await runtime.ping();
+      // Probes while it stays held queue no further request for a connection.
+      const again = await runtime.ping();
+      expect(pool.waitingCount).toBe(1);
+      expect(again.poolHeld).toMatchObject({ size: 1 });
       expect(result.poolHeld).toMatchObject({ size: 1, waiting: 0 });
       expect(result.poolHeld?.waits).toEqual([expect.stringMatching(new RegExp(`waits on Lock/relation, blocked by pid ${pid}$`))]);
       await locker.query('ROLLBACK');
