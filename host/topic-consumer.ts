@@ -301,8 +301,9 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       if (inGroup) return disconnected;
       // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold
       // for the whole rebalance timeout (e.g. until a killed member's session runs out). A
-      // consumer without an assignment has no batch to finish, so it does not hold the stop.
-      await Promise.race([disconnected, sleep(settings.pollTimeoutMs + 2_000, undefined, { ref: false })]);
+      // consumer without an assignment holds the stop only as long as its lanes still write (a
+      // rebalance's drain waits for them too), then for a poll at most.
+      await Promise.race([disconnected, loop.idle().then(() => sleep(settings.pollTimeoutMs + 2_000, undefined, { ref: false }))]);
     },
   };
 }
