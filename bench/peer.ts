@@ -14,7 +14,8 @@
  *    every chunk by --delay-ms (0.5) each way: a 1 ms round trip, as RDS in the same zone. The
  *    round trip the proxy really adds is measured (SELECT 1, median) and printed.
  * Per drain: steady rows/s (from the first stored row), whole-run rows/s (from the spawn),
- * client CPU seconds and CPU microseconds per row, machine CPU seconds, peak RSS. Per scenario:
+ * client CPU seconds and CPU microseconds per row, machine CPU seconds (and of it PostgreSQL's and the
+ * broker's), peak RSS. Per scenario:
  * the medians of each peer, and the medians of the per-pair ratios ours / Debezium. The last
  * line is one JSON object. Stops everything it started (JVMs, the broker, the proxy) and drops
  * both databases, also on failure.
@@ -157,6 +158,9 @@ function summarise(drains: readonly DrainFigures[][]) {
       client_cpu_s: round(m('client_cpu_s'), 2),
       cpu_us_per_row: round(m('cpu_us_per_row'), 1),
       machine_cpu_s: round(m('machine_cpu_s'), 2),
+      database_cpu_s: round(m('database_cpu_s'), 2),
+      database_busy: round(m('database_busy'), 2),
+      broker_cpu_s: round(m('broker_cpu_s'), 2),
       startup_s: round(m('startup_s'), 2),
       peak_rss_mb: round(m('peak_rss_mb'), 1),
       ...(peer === 'ours' ? { mean_event_records: round(m('mean_event_records'), 1) } : {}),
@@ -234,6 +238,7 @@ async function main(): Promise<void> {
         brokers: broker.brokers,
         server,
         databaseAddress: address,
+        brokerPid: broker.pid,
         records: RECORDS,
         seed: SEED,
         timeoutS: 900,
@@ -259,7 +264,8 @@ async function main(): Promise<void> {
                 });
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
-              `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s, peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s` +
+              `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s ` +
+              `(PostgreSQL ${drain.database_cpu_s} s, busy ${drain.database_busy} of a core; broker ${drain.broker_cpu_s} s), peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s` +
               (drain.invocations === undefined
                 ? ''
                 : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
@@ -284,7 +290,9 @@ async function main(): Promise<void> {
       console.log(
         `${scenario}: steady ours ${summary.ours.steady_rows_per_s} vs Debezium ${summary.debezium.steady_rows_per_s} rows/s, ratio ${ratios.steady.median} (pairs ${ratios.steady.pairs.join(', ')}; goal >= 2); ` +
           `whole ratio ${ratios.whole.median}; client CPU ${summary.ours.client_cpu_s} vs ${summary.debezium.client_cpu_s} s, ratio ${ratios.client_cpu.median} (goal <= 0.25); ` +
-          `ours ${summary.ours.cpu_us_per_row} us/row (goal <= 15, start-up included), peak RSS ${summary.ours.peak_rss_mb} MB (goal <= 256)`,
+          `ours ${summary.ours.cpu_us_per_row} us/row (goal <= 15, start-up included), peak RSS ${summary.ours.peak_rss_mb} MB (goal <= 256); ` +
+          `PostgreSQL CPU ${summary.ours.database_cpu_s} s beside ours, ${summary.debezium.database_cpu_s} s beside Debezium; ` +
+          `broker ${summary.ours.broker_cpu_s} vs ${summary.debezium.broker_cpu_s} s`,
       );
       if (proxy) await proxy.stop();
     }

@@ -6,7 +6,11 @@
  * The clock starts when the process is spawned. The table's row count is polled every 0.5 s
  * (each figure is +-0.5 s): `steady` counts from the first poll that saw a row, `whole` from the
  * spawn. Client CPU is the process's own user + system time (`/proc/<pid>/stat`), read when the
- * last row is in, before it is stopped; machine CPU is every core's busy time over the same span.
+ * last row is in, before it is stopped; machine CPU is every core's busy time over the same span;
+ * beside them the database's CPU (every `postgres` process of the machine: the server's backends,
+ * the peer's among them, and its background workers; a process that ended within the span is not
+ * counted, the peers' connections all live to the end) and the broker's, over the same span: where
+ * the machine's time went.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -30,6 +34,11 @@ export interface DrainFigures {
   readonly client_cpu_s: number;
   readonly cpu_us_per_row: number;
   readonly machine_cpu_s: number;
+  /** CPU seconds of the database's processes over the span (see above), and the database's busy share of one core. */
+  readonly database_cpu_s: number;
+  readonly database_busy: number;
+  /** CPU seconds of the broker's JVM over the span. */
+  readonly broker_cpu_s: number;
   readonly peak_rss_mb: number;
   /** The first row's `reviewed_at` read back equals the produced instant. */
   readonly ts_ok: boolean;
@@ -46,6 +55,8 @@ export interface DrainSetup {
   readonly server: URL;
   /** Where the peer's database connections go: the server itself, or the delay proxy. */
   readonly databaseAddress: { readonly host: string; readonly port: number };
+  /** The broker's JVM (its CPU is measured beside the peer's). */
+  readonly brokerPid: number;
   readonly records: number;
   readonly seed: number;
   readonly timeoutS: number;
@@ -59,6 +70,29 @@ export async function processCpuSeconds(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/** User + system CPU seconds of every live process named `postgres`, by pid. */
+async function postgresCpuSeconds(): Promise<Map<number, number>> {
+  const seconds = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    try {
+      if ((await readFile(`/proc/${pid}/comm`, 'utf8')).trim() !== 'postgres') continue;
+      seconds.set(pid, await processCpuSeconds(pid));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return seconds;
+}
+
+/** CPU the `postgres` processes used since `before` (a process new since then counts from 0). */
+async function postgresCpuSince(before: ReadonlyMap<number, number>): Promise<number> {
+  let total = 0;
+  for (const [pid, seconds] of await postgresCpuSeconds()) total += seconds - (before.get(pid) ?? 0);
+  return total;
 }
 
 /** Busy CPU seconds of the whole machine so far (user, nice, system, irq, softirq). */
@@ -132,6 +166,8 @@ async function drain(
   const counter = new pg.Client({ connectionString: databaseUrl(setup.server, database) });
   await counter.connect();
   const machineBefore = await machineCpuSeconds();
+  const databaseBefore = await postgresCpuSeconds();
+  const brokerBefore = await processCpuSeconds(setup.brokerPid);
   const began = performance.now();
   const child = start();
   let exited: string | undefined;
@@ -154,6 +190,8 @@ async function drain(
         const cpu = await processCpuSeconds(child.pid as number);
         const rss = await peakRssMb(child.pid as number);
         const machine = (await machineCpuSeconds()) - machineBefore;
+        const database = await postgresCpuSince(databaseBefore);
+        const broker = (await processCpuSeconds(setup.brokerPid)) - brokerBefore;
         const elapsed = (now - began) / 1000;
         const steadySeconds = (now - (firstAt as number)) / 1000;
         const { reviewId, reviewedAt } = firstReview(setup.seed);
@@ -171,6 +209,9 @@ async function drain(
           client_cpu_s: round(cpu, 2),
           cpu_us_per_row: round((cpu * 1e6) / setup.records, 1),
           machine_cpu_s: round(machine, 2),
+          database_cpu_s: round(database, 2),
+          database_busy: round(database / elapsed, 2),
+          broker_cpu_s: round(broker, 2),
           peak_rss_mb: round(rss, 1),
           ts_ok: stored.rows[0]?.at === reviewedAt,
         };
