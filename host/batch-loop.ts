@@ -32,6 +32,10 @@ const MAX_REDELIVERY_DELAY_MS = 60_000;
 /** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
 export const MAX_COMMIT_FAILURES = 5;
 
+/** The first retry of a failed commit comes after this; each next one after twice as long, up to the cap. */
+export const COMMIT_RETRY_BASE_MS = 1_000;
+const COMMIT_RETRY_MAX_MS = 30_000;
+
 /** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
 const WAIT_SLICE_MS = 200;
 
@@ -106,13 +110,26 @@ export interface BatchLoopOptions {
   readonly concurrency: number;
 }
 
+/** A stored event whose commit failed, kept until a retry or a later commit of its partition succeeds. */
+export interface PendingCommit {
+  readonly port: BatchPort;
+  readonly offset: string;
+  readonly place: BatchPlace;
+}
+
 /**
  * The loop's whole state, explicit: per partition the consecutive redeliveries (the back-off's
- * exponent), and the consecutive failed commits (after {@link MAX_COMMIT_FAILURES} the pipeline fails).
+ * exponent), the consecutive failed commits (after {@link MAX_COMMIT_FAILURES} the pipeline fails),
+ * the highest offset each partition's commits asked for, and the commits that failed and wait for
+ * their retry (a partition that receives nothing more would otherwise keep its stored records
+ * uncommitted, and show lag, until a rebalance or a restart delivers them again).
  */
 export interface BatchLoopState {
   readonly redeliveriesInRow: Map<number, number>;
   commitFailuresInRow: number;
+  readonly commitAskedFor: Map<number, bigint>;
+  readonly pendingCommits: Map<number, PendingCommit>;
+  commitRetries: number;
 }
 
 /**
@@ -155,7 +172,14 @@ function eventsToInvoke(events: readonly HostEvent[], batch: PolledBatchView, ba
 /** Creates the batch loop of one pipeline. */
 export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const { pipeline, settings, invoker, logger, metrics, progress, heartbeatIntervalMs } = options;
-  const state: BatchLoopState = { redeliveriesInRow: new Map(), commitFailuresInRow: 0 };
+  const state: BatchLoopState = {
+    redeliveriesInRow: new Map(),
+    commitFailuresInRow: 0,
+    commitAskedFor: new Map(),
+    pendingCommits: new Map(),
+    commitRetries: 0,
+  };
+  let commitRetryTimer: NodeJS.Timeout | undefined;
 
   /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
   const heartbeatGroup = async (port: BatchPort): Promise<boolean> => {
@@ -183,15 +207,77 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
     }
   };
 
+  const send = async (port: BatchPort, offsets: readonly PartitionOffset[]) => {
+    for (const { partition, offset } of offsets) {
+      const asked = BigInt(offset);
+      if (asked > (state.commitAskedFor.get(partition) ?? -1n)) state.commitAskedFor.set(partition, asked);
+    }
+    await port.commitOffsetsIfNecessary({
+      topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
+    });
+    for (const { partition, offset } of offsets) {
+      progress.committed(partition, offset);
+      const pending = state.pendingCommits.get(partition);
+      if (pending !== undefined && BigInt(pending.offset) <= BigInt(offset)) state.pendingCommits.delete(partition);
+    }
+    if (state.pendingCommits.size === 0) state.commitRetries = 0;
+  };
+
+  /**
+   * Retries the failed commits that no later commit of their partition superseded (one asked for
+   * since, even one still in flight, would be moved back by it): after 1 s, then 2, 4 ... 30 s,
+   * until each succeeds, its consumer stops, or a rebalance hands its partition on.
+   */
+  const retryCommits = async () => {
+    commitRetryTimer = undefined;
+    state.commitRetries += 1;
+    for (const [partition, pending] of [...state.pendingCommits]) {
+      if (!pending.port.isRunning()) {
+        state.pendingCommits.delete(partition);
+        continue;
+      }
+      if (BigInt(pending.offset) < (state.commitAskedFor.get(partition) ?? -1n)) continue;
+      try {
+        await send(pending.port, [{ topic: pipeline.topic, partition, offset: pending.offset }]);
+        state.commitFailuresInRow = 0;
+        logger.info('offset commit retried: committed', {
+          pipeline: pipeline.name,
+          ...batchFields(pending.place),
+          offset: pending.offset,
+          retry: state.commitRetries,
+        });
+      } catch (error) {
+        metrics?.commitFailed();
+        logger.warn('offset commit retry failed; retrying later', {
+          pipeline: pipeline.name,
+          ...batchFields(pending.place),
+          offset: pending.offset,
+          retry: state.commitRetries,
+          error: String(error),
+        });
+      }
+    }
+    scheduleCommitRetry();
+  };
+
+  const scheduleCommitRetry = () => {
+    if (state.pendingCommits.size === 0 || commitRetryTimer !== undefined) return;
+    const delayMs = backoffDelayMs(state.commitRetries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
+    commitRetryTimer = setTimeout(() => void retryCommits(), delayMs);
+    commitRetryTimer.unref();
+  };
+
   // The fetch position was resolved when the batch entered its lane: a commit only commits.
   const commit = async (port: BatchPort, offsets: readonly PartitionOffset[], place: BatchPlace) => {
     try {
-      await port.commitOffsetsIfNecessary({
-        topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
-      });
+      await send(port, offsets);
       state.commitFailuresInRow = 0;
-      for (const { partition, offset } of offsets) progress.committed(partition, offset);
     } catch (error) {
+      for (const { partition, offset } of offsets) {
+        const pending = state.pendingCommits.get(partition);
+        if (pending === undefined || BigInt(pending.offset) <= BigInt(offset)) state.pendingCommits.set(partition, { port, offset, place });
+      }
+      scheduleCommitRetry();
       state.commitFailuresInRow += 1;
       metrics?.commitFailed();
       logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
@@ -199,6 +285,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
         ...batchFields(place),
         offsets,
         failuresInRow: state.commitFailuresInRow,
+        retryInMs: backoffDelayMs(state.commitRetries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS),
         error: String(error),
       });
       if (state.commitFailuresInRow >= MAX_COMMIT_FAILURES)
@@ -329,5 +416,16 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       options.fail(`unexpected error in the host: ${String(error)}`, error, placeOf(hostEvent, port.batch)),
   });
 
-  return { state, eachBatch, step, whileDrained: (work) => lanes.whileDrained(work), idle: () => lanes.idle() };
+  // A join or a leave hands the partitions on: the new generation starts from the committed
+  // offsets, and a commit of the old one would be refused.
+  const whileDrained = <T>(work: () => Promise<T>): Promise<T> =>
+    lanes.whileDrained(() => {
+      state.pendingCommits.clear();
+      state.commitRetries = 0;
+      clearTimeout(commitRetryTimer);
+      commitRetryTimer = undefined;
+      return work();
+    });
+
+  return { state, eachBatch, step, whileDrained, idle: () => lanes.idle() };
 }

@@ -243,12 +243,38 @@ describe('host life cycle', () => {
     await new Promise((resolve) => setTimeout(resolve, 2_000));
     expect(await runHealthcheck(env)).toMatchObject({ code: 0 });
 
+    // Prepare: a batch in flight that cannot finish (its table locked), so the first signal's
+    // stop is still waiting for it when the second comes (an idle host stops within milliseconds)
+    const locker = await fresh.pool.connect();
+    let released = false;
+    const release = async () => {
+      if (released) return;
+      released = true;
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    };
+    cleanups.push(release);
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE network_metrics IN ACCESS EXCLUSIVE MODE');
+    const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    await produce(names.topics['network-metrics'], jsonMessages([sampleNetworkMetrics()]));
+    const blockedSince = performance.now();
+    const blocked = async () =>
+      (
+        await fresh.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [
+          lockerPid,
+        ])
+      ).rows[0]?.n ?? 0;
+    while ((await blocked()) === 0 && performance.now() - blockedSince < 30_000) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await blocked()).toBeGreaterThan(0);
+
     // Act / Assess: two signals in a row
     host.child.kill('SIGTERM');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await host.waitForLog((line) => line.message?.startsWith('stop signal received') === true);
     host.child.kill('SIGTERM');
     expect((await host.exited).code).toBe(1);
     expect(host.lines.some((line) => line.message?.startsWith('second stop signal'))).toBe(true);
+    await release();
 
     // Assess: without a host the heartbeats go stale, and the check names every pipeline
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -1,7 +1,7 @@
 import type { KafkaMessage } from 'kafkajs';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BatchPlace, BatchPort, CommitRequest } from '../../../host/batch-loop.js';
-import { createBatchLoop, MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
+import { COMMIT_RETRY_BASE_MS, createBatchLoop, MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
@@ -179,6 +179,83 @@ describe('batch loop (through its port)', () => {
     // Assess
     expect(invocations).toEqual([[1, 2]]);
     expect(polled.commits).toEqual([]);
+  });
+
+  describe('a failed commit', () => {
+    afterEach(() => {
+      vi.useRealTimers();
+    });
+    /** A commit that fails its first `failures` calls (the coordinator moved), then succeeds. */
+    const failingFirst = (failures: number) => {
+      let calls = 0;
+      return {
+        commit: async () =>
+          ++calls <= failures ? Promise.reject(new Error('This is not the correct coordinator for this group')) : undefined,
+      };
+    };
+
+    it('is retried when its partition receives nothing more: after 1 s, then 2 s, until it is committed', async () => {
+      // Prepare
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const { batchLoop, deliver, progress } = loop(() => ok);
+      const polled = port([10], failingFirst(2));
+
+      // Act: the event's own commit and the first retry fail
+      await deliver(polled.port);
+      const afterFailure = { commits: [...polled.commits], pending: batchLoop.state.pendingCommits.size };
+      await vi.advanceTimersByTimeAsync(COMMIT_RETRY_BASE_MS);
+      const afterFirstRetry = [...polled.commits];
+      await vi.advanceTimersByTimeAsync(2 * COMMIT_RETRY_BASE_MS - 1);
+      const beforeSecondRetry = [...polled.commits];
+      await vi.advanceTimersByTimeAsync(1);
+
+      // Assess
+      expect(afterFailure).toEqual({ commits: [], pending: 1 });
+      expect(afterFirstRetry).toEqual([]);
+      expect(beforeSecondRetry).toEqual([]);
+      expect(polled.commits).toEqual(['1@11']);
+      expect(batchLoop.state.pendingCommits.size).toBe(0);
+      expect(batchLoop.state.commitFailuresInRow).toBe(0);
+      expect(progress.snapshot().partitions.find((partition) => partition.partition === 1)?.committed).toBe('11');
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(polled.commits).toEqual(['1@11']);
+    });
+
+    it('is not retried once a later commit of its partition was asked for: a commit never moves back', async () => {
+      // Prepare
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const { batchLoop, deliver } = loop(() => ok);
+      const failed = port([10], failingFirst(1_000));
+      const later = port([11]);
+
+      // Act
+      await deliver(failed.port);
+      await deliver(later.port);
+      await vi.advanceTimersByTimeAsync(60_000);
+
+      // Assess
+      expect(failed.commits).toEqual([]);
+      expect(later.commits).toEqual(['1@12']);
+      expect(batchLoop.state.pendingCommits.size).toBe(0);
+    });
+
+    it('is dropped by a join or a leave: the next generation starts from the committed offsets', async () => {
+      // Prepare
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const { batchLoop, deliver } = loop(() => ok);
+      const polled = port([10], failingFirst(1));
+
+      // Act
+      await deliver(polled.port);
+      const pending = batchLoop.state.pendingCommits.size;
+      await batchLoop.whileDrained(async () => undefined);
+      await vi.advanceTimersByTimeAsync(60_000);
+
+      // Assess
+      expect(pending).toBe(1);
+      expect(batchLoop.state.pendingCommits.size).toBe(0);
+      expect(polled.commits).toEqual([]);
+    });
   });
 
   it('fails the pipeline after MAX_COMMIT_FAILURES failed commits in a row, not before', async () => {
