@@ -421,6 +421,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const whileDrained = <T>(work: () => Promise<T>): Promise<T> =>
     lanes.whileDrained(() => {
       state.pendingCommits.clear();
+      state.commitAskedFor.clear();
       state.commitRetries = 0;
       clearTimeout(commitRetryTimer);
       commitRetryTimer = undefined;

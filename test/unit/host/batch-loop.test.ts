@@ -256,6 +256,22 @@ describe('batch loop (through its port)', () => {
       expect(batchLoop.state.pendingCommits.size).toBe(0);
       expect(polled.commits).toEqual([]);
     });
+
+    it('after a join, is retried again although the old generation had asked for a later offset', async () => {
+      // Prepare: the old generation asked for 1@13; the new one redelivers from 11
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      const { batchLoop, deliver } = loop(() => ok);
+      await deliver(port([12]).port);
+      await batchLoop.whileDrained(async () => undefined);
+      const redelivered = port([10], failingFirst(1));
+
+      // Act
+      await deliver(redelivered.port);
+      await vi.advanceTimersByTimeAsync(COMMIT_RETRY_BASE_MS);
+
+      // Assess
+      expect(redelivered.commits).toEqual(['1@11']);
+    });
   });
 
   it('fails the pipeline after MAX_COMMIT_FAILURES failed commits in a row, not before', async () => {
