@@ -64,20 +64,3 @@ export function tableRows(text: string): string[][] {
     .filter((line) => line.trim() !== '')
     .map((line) => line.trim().split(/\s{2,}/));
 }
-
-/**
- * Retries `create` when kafkajs gave up waiting for a new topic's leaders: its
- * `createTopics({ waitForLeaders: true })` only retries LEADER_NOT_AVAILABLE and bails on the
- * UNKNOWN_TOPIC_OR_PARTITION a loaded KRaft broker answers for a moment after the creation.
- */
-export async function retryWhileTopicUnknown<T>(create: () => Promise<T>, attempts = 4): Promise<T> {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await create();
-    } catch (error) {
-      const unknownTopic = (error as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION';
-      if (!unknownTopic || attempt >= attempts) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
-    }
-  }
-}

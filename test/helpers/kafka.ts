@@ -59,6 +59,18 @@ export async function createTestTopics(prefix: string): Promise<TestTopics> {
 }
 
 /**
+ * Creates `topic` with `partitions` partitions (on the run's Kafka unless `brokers` says) through `ensureTopics`, as production provisioning
+ * does, and resolves once the broker's metadata shows it. kafkajs' own
+ * `createTopics({ waitForLeaders: true })` retries only LEADER_NOT_AVAILABLE and throws the
+ * UNKNOWN_TOPIC_OR_PARTITION a loaded KRaft broker answers for a moment after the creation.
+ */
+export async function createTestTopic(topic: string, partitions: number, brokers: string[] = testBrokers()): Promise<void> {
+  await ensureTopics(brokers, [{ topic, partitions }], {
+    logger: { info: () => undefined, warn: (message) => console.warn(message) },
+  });
+}
+
+/**
  * Produces `messages` to `topic` (acks from all in-sync replicas) and resolves once the broker
  * has them all. A message without `partition` goes where its key hashes, as with the Java client.
  */

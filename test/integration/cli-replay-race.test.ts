@@ -7,6 +7,7 @@ import { runCli } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import { committedOffsets, endOffsets } from '../helpers/host.js';
+import { createTestTopic } from '../helpers/kafka.js';
 
 /**
  * `replay` racing a host that joins the group (issue 26, suspected). kafkajs resets a group's
@@ -36,7 +37,7 @@ beforeAll(async () => {
   kafka = new Kafka({ clientId: 'replay-race-test', brokers: broker.brokers, logLevel: logLevel.NOTHING });
   admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: TOPIC, numPartitions: 3 }], waitForLeaders: true });
+  await createTestTopic(TOPIC, 3, broker.brokers);
   const producer = kafka.producer();
   await producer.connect();
   await producer.send({

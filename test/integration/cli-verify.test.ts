@@ -10,7 +10,7 @@ import { loadHostSettings } from '../../config/host-settings.js';
 import { describeTopics } from '../../kafka/topics.js';
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
-import { retryWhileTopicUnknown, runCli, tableRows } from '../helpers/cli.js';
+import { runCli, tableRows } from '../helpers/cli.js';
 import { createMigratedSchema } from '../helpers/database.js';
 import type { TestSchema } from '../helpers/database.js';
 import type { HostTestStack, PipelineNames } from '../helpers/host.js';
@@ -25,7 +25,7 @@ import {
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import { produce } from '../helpers/kafka.js';
+import { createTestTopic, produce } from '../helpers/kafka.js';
 import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
@@ -419,7 +419,7 @@ describe('verify fails at the step that broke', () => {
     // Prepare: the reviews topic was auto-created (1 partition)
     const names = await createTestPipelines('cli-verify-topics');
     const narrow = `${names.topics.reviews}-narrow`;
-    await retryWhileTopicUnknown(() => admin.createTopics({ topics: [{ topic: narrow, numPartitions: 1 }], waitForLeaders: true }));
+    await createTestTopic(narrow, 1);
     await waitUntil(`${narrow} in the metadata`, async () => (await describeTopics(admin, [narrow]))[0]?.partitions === 1);
     const env = { ...environment(names), STORAGE_TOPIC_REVIEWS: narrow };
 

@@ -30,7 +30,7 @@ import {
   waitUntil,
 } from '../helpers/host.js';
 import type { HostLogLine, HostProcess, PipelineNames } from '../helpers/host.js';
-import { produce, testKafka } from '../helpers/kafka.js';
+import { createTestTopic, produce, testKafka } from '../helpers/kafka.js';
 import { sampleAppStats, sampleReview } from '../helpers/messages.js';
 
 const UNREADY_MS = 5_000;
@@ -176,7 +176,7 @@ describe('states that outlast the fail bound', () => {
     // Prepare: reviews on a topic of one partition, two hosts: one owns it, one stands by
     const names = await createTestPipelines('long-standby');
     const topic = `${names.topics.reviews}-single`;
-    await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true });
+    await createTestTopic(topic, 1);
     const single: PipelineNames = { ...names, topics: { ...names.topics, reviews: topic } };
     // A long poll of 2.5 s: the first fetch after the take-over (nothing to read yet) completes
     // only then, so a rule that counted the standby's idle time would fail it meanwhile.
