@@ -3,8 +3,6 @@
  * `kafka-cluster:Connect` request, made by AWS's own signer library
  * (`aws-msk-iam-sasl-signer-js`), as the Java client's `aws-msk-iam-auth` does.
  */
-import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
-import { generateAuthTokenFromCredentialsProvider } from 'aws-msk-iam-sasl-signer-js';
 import type { OauthbearerProviderResponse } from 'kafkajs';
 
 /** AWS credentials as a provider returns them (the shape of the SDK's `AwsCredentialIdentity`). */
@@ -23,18 +21,24 @@ export type AwsCredentialSource = () => Promise<AwsCredentials>;
  * authenticates (and re-authenticates before the session lifetime the broker grants runs out),
  * so each call signs a fresh token; the credential chain caches and refreshes the credentials
  * themselves (environment, profile, web identity, ECS task role, EC2 instance role ...).
+ * The signer and the credential chain are loaded at the first call: a process that does not
+ * use MSK IAM never loads them (about 65 ms of CPU and 5 MB at every start otherwise).
  *
  * @param region the cluster's region: the token is signed for `kafka.<region>.amazonaws.com`.
- * @param credentials for tests; default `fromNodeProviderChain()`, created once.
+ * @param credentials for tests; default `fromNodeProviderChain()`, created once, at the first call.
  */
-export function mskIamTokenProvider(
-  region: string,
-  credentials: AwsCredentialSource = fromNodeProviderChain({ clientConfig: { region } }),
-): () => Promise<OauthbearerProviderResponse> {
+export function mskIamTokenProvider(region: string, credentials?: AwsCredentialSource): () => Promise<OauthbearerProviderResponse> {
+  let source = credentials;
   return async () => {
+    const { generateAuthTokenFromCredentialsProvider } = await import('aws-msk-iam-sasl-signer-js');
+    if (source === undefined) {
+      const { fromNodeProviderChain } = await import('@aws-sdk/credential-providers');
+      source = fromNodeProviderChain({ clientConfig: { region } });
+    }
+    const chain = source;
     const { token } = await generateAuthTokenFromCredentialsProvider({
       region,
-      awsCredentialsProvider: () => credentials().then((identity) => ({ ...identity })),
+      awsCredentialsProvider: () => chain().then((identity) => ({ ...identity })),
     });
     return { value: token };
   };

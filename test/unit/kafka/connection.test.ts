@@ -1,5 +1,5 @@
 import { createHash, createHmac } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { kafkaConnection, memberClientId, plaintextKafka } from '../../../kafka/connection.js';
 import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
@@ -143,6 +143,32 @@ describe('the MSK IAM token provider (stubbed credential source)', () => {
 
     // Act / Assess
     await expect(provider()).rejects.toThrow(/Could not load credentials/);
+  });
+});
+
+describe('the MSK IAM token provider (default credential chain)', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it('loads the chain at the first call and signs with what it finds (here the environment), every call', async () => {
+    // Prepare: the chain's first source, set only after the provider was made
+    vi.stubEnv('AWS_PROFILE', '');
+    const provider = mskIamTokenProvider('eu-west-1');
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIDFROMENV');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'secret-from-env');
+    vi.stubEnv('AWS_SESSION_TOKEN', 'token-from-env');
+
+    // Act
+    const first = await provider();
+    const second = await provider();
+
+    // Assess
+    for (const { value } of [first, second]) {
+      const query = new URL(Buffer.from(value, 'base64url').toString('utf8')).searchParams;
+      expect(query.get('X-Amz-Credential')).toMatch(/^AKIDFROMENV\/\d{8}\/eu-west-1\/kafka-cluster\/aws4_request$/);
+      expect(query.get('X-Amz-Security-Token')).toBe('token-from-env');
+    }
   });
 });
 
