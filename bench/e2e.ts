@@ -18,10 +18,15 @@
  *    the host's peak RSS during the drain.
  * Each figure is the median over the rounds. The last line is one JSON object for tooling.
  *
+ * The host is the build's (`npm run build` first), run as the Dockerfile and `npm run host` run
+ * it: `node --max-semi-space-size=4 dist/host/main.js`, so that its RSS and CPU are the product's,
+ * without the TypeScript loader of a source run.
+ *
  * Flags: --reviews N (default 200000), --interval-ms N (default 200), --rounds N (default 3),
  * --scenario flood|drain|all (default all), --host-cpu-prof DIR (the host writes a V8 CPU
  * profile per run into DIR when it stops), --host-env NAME=VALUE (repeatable: an extra variable
- * for the host, e.g. to compare a setting).
+ * for the host, e.g. to compare a setting), --skip-build, --host-entry FILE (the host's entry,
+ * default dist/host/main.js, e.g. another build inside the package, to compare two builds).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -48,12 +53,15 @@ import { decodeReview } from '../shared/contracts/reviews.js';
 import {
   APPS,
   BENCH_CONTEXT,
+  BENCH_ROOT,
+  BUILT_HOST_ENTRY,
   copyBaseline,
   copyLine,
   createCopyBaseline,
   median,
   percentile,
   prepareDatabase,
+  runNpm,
   syntheticReview,
   withDatabase,
 } from './support.js';
@@ -69,6 +77,8 @@ const { values: flags } = parseArgs({
     scenario: { type: 'string', default: 'all' },
     'host-cpu-prof': { type: 'string' },
     'host-env': { type: 'string', multiple: true, default: [] },
+    'skip-build': { type: 'boolean', default: false },
+    'host-entry': { type: 'string', default: BUILT_HOST_ENTRY },
   },
 });
 const REVIEWS = Number(flags.reviews);
@@ -79,9 +89,7 @@ if (!['flood', 'drain', 'all'].includes(SCENARIO)) throw new Error(`--scenario m
 const HOST_NODE_ARGS = [
   '--max-semi-space-size=4',
   ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
-  '--import',
-  'tsx',
-  'host/main.ts',
+  path.resolve(flags['host-entry']),
 ];
 const HOST_ENV = Object.fromEntries(
   flags['host-env'].map((pair) => {
@@ -90,7 +98,7 @@ const HOST_ENV = Object.fromEntries(
     return [pair.slice(0, at), pair.slice(at + 1)];
   }),
 );
-const root = path.resolve(import.meta.dirname, '..');
+const root = BENCH_ROOT;
 
 async function peakRssMb(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -441,6 +449,10 @@ async function main(): Promise<void> {
   const values = messages.map((message) => Buffer.from(JSON.stringify(message)));
   const keyed = messages.map((message, i) => ({ key: String(message.review_id), value: values[i] as Buffer }));
   const copyChunks = copyChunksOf(values);
+  if (!flags['skip-build']) {
+    console.log('building the host (npm run build)');
+    await runNpm(['run', '-s', 'build']);
+  }
   const cluster = await ensureBroker({ ephemeral: true, log: (line) => console.log(`[kafka] ${line}`) });
   const floods: FloodFigures[] = [];
   const drains: DrainFigures[] = [];

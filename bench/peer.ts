@@ -38,7 +38,7 @@ import { ensureTopics } from '../kafka/topics.js';
 import type { DrainFigures, DrainSetup } from './peer/peers.js';
 import { dropDatabase, drainDebezium, drainOurs, processCpuSeconds, resolvePeerJars } from './peer/peers.js';
 import { produceReviews } from './peer/reviews.js';
-import { median, serverUrl } from './support.js';
+import { BENCH_ROOT, BUILT_HOST_ENTRY, median, runNpm, serverUrl } from './support.js';
 
 installKafkajsWorkarounds();
 
@@ -53,7 +53,7 @@ const { values: flags } = parseArgs({
     'host-cpu-prof': { type: 'string' },
     'skip-build': { type: 'boolean', default: false },
     only: { type: 'string' },
-    'host-entry': { type: 'string', default: 'dist/host/main.js' },
+    'host-entry': { type: 'string', default: BUILT_HOST_ENTRY },
   },
 });
 const RECORDS = Number(flags.records);
@@ -77,20 +77,12 @@ const HOST_ENV = Object.fromEntries(
 );
 const VERSIONS = { kafkaConnect: '4.1.1', debezium: '3.5.0.Final' };
 const SEED = 42;
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = BENCH_ROOT;
 const PEER_DATABASE = 'peerbench';
 const OURS_DATABASE = 'oursbench';
 const TOPICS = { debezium: 'peer-reviews', ours: 'ours-reviews' };
 
 const log = (line: string): void => console.error(`[bench:peer] ${line}`);
-
-function runNpm(args: readonly string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('npm', args, { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
-    child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm ${args.join(' ')} exited with ${code}`))));
-  });
-}
 
 /** The delay proxy in its own process (its CPU is in neither peer's figure); resolves with its port. */
 async function startProxy(server: URL): Promise<{ port: number; cpuSeconds: () => Promise<number>; stop(): Promise<void> }> {

@@ -1,5 +1,7 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline as streamPipeline } from 'node:stream/promises';
 import pg from 'pg';
@@ -7,6 +9,21 @@ import { from as copyFrom } from 'pg-copy-streams';
 import type { Context } from 'aws-lambda';
 import type { ReviewMessage } from '../shared/contracts/reviews.js';
 import { PIPELINES } from '../shared/pipelines.js';
+
+/** The package root (the benches run npm and the host from there). */
+export const BENCH_ROOT = path.resolve(import.meta.dirname, '..');
+
+/** The host as the benches run it by default: the build's entry, as the Dockerfile and `npm run host` run it. */
+export const BUILT_HOST_ENTRY = 'dist/host/main.js';
+
+/** Runs `npm <args>` in the package root; rejects unless it exits 0. */
+export function runNpm(args: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('npm', args, { cwd: BENCH_ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`npm ${args.join(' ')} exited with ${code}`))));
+  });
+}
 
 /** The server benchmarks use: `DATABASE_URL`, else the machine's PostgreSQL. */
 export function serverUrl(): string {
