@@ -18,8 +18,9 @@ import type { HostEvent } from './event-cut.js';
 import { cutBatch } from './event-cut.js';
 import type { InvocationResult, Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
-import type { PartitionOffset } from './offsets.js';
 import { decideOffsets } from './offsets.js';
+import type { CommitPlace, CommitPort, OffsetCommitsState } from './offset-commits.js';
+import { createOffsetCommits } from './offset-commits.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { LaneStepOutcome } from './partition-lanes.js';
 import { createPartitionLanes } from './partition-lanes.js';
@@ -29,24 +30,12 @@ import type { HostSettings } from '../config/host-settings.js';
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;
 
-/** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash). */
-export const MAX_COMMIT_FAILURES = 5;
-
-/** The first retry of a failed commit comes after this; each next one after twice as long, up to the cap. */
-export const COMMIT_RETRY_BASE_MS = 1_000;
-const COMMIT_RETRY_MAX_MS = 30_000;
-
 /** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
 const WAIT_SLICE_MS = 200;
 
 /** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
 export function redeliveryDelayMs(attempt: number, baseMs: number): number {
   return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS);
-}
-
-/** Offsets to commit, in kafkajs' `commitOffsetsIfNecessary` shape. */
-export interface CommitRequest {
-  topics: Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>;
 }
 
 /** One polled batch of one partition, as kafkajs' `Batch` hands it over. */
@@ -65,7 +54,7 @@ export interface PolledBatchView {
  * What the loop needs of the Kafka client for one batch: the subset of kafkajs' `EachBatchPayload`
  * it calls (a kafkajs payload is one), so tests pass a plain object instead of a fake consumer.
  */
-export interface BatchPort {
+export interface BatchPort extends CommitPort {
   readonly batch: PolledBatchView;
   /** False once the consumer is stopping: the rest of the batch is not ours to invoke. */
   isRunning(): boolean;
@@ -78,16 +67,10 @@ export interface BatchPort {
    * after it. Called when the batch enters its lane: a position to fetch from, never a commit.
    */
   resolveOffset(offset: string): void;
-  commitOffsetsIfNecessary(offsets: CommitRequest): Promise<void>;
 }
 
 /** Where an invocation's batch sits, for log lines and the progress record. */
-export interface BatchPlace {
-  readonly topic: string;
-  readonly partition: number;
-  readonly firstOffset: string;
-  readonly lastOffset: string;
-}
+export type BatchPlace = CommitPlace;
 
 /** What the loop is built from: the pipeline's parts and the consumer's controls. */
 export interface BatchLoopOptions {
@@ -110,26 +93,14 @@ export interface BatchLoopOptions {
   readonly concurrency: number;
 }
 
-/** A stored event whose commit failed, kept until a retry or a later commit of its partition succeeds. */
-export interface PendingCommit {
-  readonly port: BatchPort;
-  readonly offset: string;
-  readonly place: BatchPlace;
-}
-
 /**
  * The loop's whole state, explicit: per partition the consecutive redeliveries (the back-off's
- * exponent), the consecutive failed commits (after {@link MAX_COMMIT_FAILURES} the pipeline fails),
- * the highest offset each partition's commits asked for, and the commits that failed and wait for
- * their retry (a partition that receives nothing more would otherwise keep its stored records
- * uncommitted, and show lag, until a rebalance or a restart delivers them again).
+ * exponent), and the state of the pipeline's offset commits (./offset-commits.ts: failures in a
+ * row, the offsets asked for, the failed commits waiting for their retry).
  */
 export interface BatchLoopState {
   readonly redeliveriesInRow: Map<number, number>;
-  commitFailuresInRow: number;
-  readonly commitAskedFor: Map<number, bigint>;
-  readonly pendingCommits: Map<number, PendingCommit>;
-  commitRetries: number;
+  readonly commits: OffsetCommitsState;
 }
 
 /**
@@ -172,14 +143,8 @@ function eventsToInvoke(events: readonly HostEvent[], batch: PolledBatchView, ba
 /** Creates the batch loop of one pipeline. */
 export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const { pipeline, settings, invoker, logger, metrics, progress, heartbeatIntervalMs } = options;
-  const state: BatchLoopState = {
-    redeliveriesInRow: new Map(),
-    commitFailuresInRow: 0,
-    commitAskedFor: new Map(),
-    pendingCommits: new Map(),
-    commitRetries: 0,
-  };
-  let commitRetryTimer: NodeJS.Timeout | undefined;
+  const commits = createOffsetCommits({ pipeline, logger, metrics, progress, fail: options.fail });
+  const state: BatchLoopState = { redeliveriesInRow: new Map(), commits: commits.state };
 
   /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
   const heartbeatGroup = async (port: BatchPort): Promise<boolean> => {
@@ -204,92 +169,6 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
     } finally {
       clearInterval(timer);
-    }
-  };
-
-  const send = async (port: BatchPort, offsets: readonly PartitionOffset[]) => {
-    for (const { partition, offset } of offsets) {
-      const asked = BigInt(offset);
-      if (asked > (state.commitAskedFor.get(partition) ?? -1n)) state.commitAskedFor.set(partition, asked);
-    }
-    await port.commitOffsetsIfNecessary({
-      topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
-    });
-    for (const { partition, offset } of offsets) {
-      progress.committed(partition, offset);
-      const pending = state.pendingCommits.get(partition);
-      if (pending !== undefined && BigInt(pending.offset) <= BigInt(offset)) state.pendingCommits.delete(partition);
-    }
-    if (state.pendingCommits.size === 0) state.commitRetries = 0;
-  };
-
-  /**
-   * Retries the failed commits that no later commit of their partition superseded (one asked for
-   * since, even one still in flight, would be moved back by it): after 1 s, then 2, 4 ... 30 s,
-   * until each succeeds, its consumer stops, or a rebalance hands its partition on.
-   */
-  const retryCommits = async () => {
-    commitRetryTimer = undefined;
-    state.commitRetries += 1;
-    for (const [partition, pending] of [...state.pendingCommits]) {
-      if (!pending.port.isRunning()) {
-        state.pendingCommits.delete(partition);
-        continue;
-      }
-      if (BigInt(pending.offset) < (state.commitAskedFor.get(partition) ?? -1n)) continue;
-      try {
-        await send(pending.port, [{ topic: pipeline.topic, partition, offset: pending.offset }]);
-        state.commitFailuresInRow = 0;
-        logger.info('offset commit retried: committed', {
-          pipeline: pipeline.name,
-          ...batchFields(pending.place),
-          offset: pending.offset,
-          retry: state.commitRetries,
-        });
-      } catch (error) {
-        metrics?.commitFailed();
-        logger.warn('offset commit retry failed; retrying later', {
-          pipeline: pipeline.name,
-          ...batchFields(pending.place),
-          offset: pending.offset,
-          retry: state.commitRetries,
-          error: String(error),
-        });
-      }
-    }
-    scheduleCommitRetry();
-  };
-
-  const scheduleCommitRetry = () => {
-    if (state.pendingCommits.size === 0 || commitRetryTimer !== undefined) return;
-    const delayMs = backoffDelayMs(state.commitRetries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
-    commitRetryTimer = setTimeout(() => void retryCommits(), delayMs);
-    commitRetryTimer.unref();
-  };
-
-  // The fetch position was resolved when the batch entered its lane: a commit only commits.
-  const commit = async (port: BatchPort, offsets: readonly PartitionOffset[], place: BatchPlace) => {
-    try {
-      await send(port, offsets);
-      state.commitFailuresInRow = 0;
-    } catch (error) {
-      for (const { partition, offset } of offsets) {
-        const pending = state.pendingCommits.get(partition);
-        if (pending === undefined || BigInt(pending.offset) <= BigInt(offset)) state.pendingCommits.set(partition, { port, offset, place });
-      }
-      scheduleCommitRetry();
-      state.commitFailuresInRow += 1;
-      metrics?.commitFailed();
-      logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
-        pipeline: pipeline.name,
-        ...batchFields(place),
-        offsets,
-        failuresInRow: state.commitFailuresInRow,
-        retryInMs: backoffDelayMs(state.commitRetries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS),
-        error: String(error),
-      });
-      if (state.commitFailuresInRow >= MAX_COMMIT_FAILURES)
-        options.fail(`${state.commitFailuresInRow} offset commits in a row failed`, error, place);
     }
   };
 
@@ -384,7 +263,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       progress.dropped(batch.partition);
       return 'rewound';
     }
-    if (decision.commit.length > 0) await commit(port, decision.commit, place);
+    if (decision.commit.length > 0) await commits.commit(port, decision.commit, place);
     if (decision.redeliver.length > 0) {
       await redeliver(port, place, result, decision, inFlight);
       return 'rewound';
@@ -420,11 +299,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   // offsets, and a commit of the old one would be refused.
   const whileDrained = <T>(work: () => Promise<T>): Promise<T> =>
     lanes.whileDrained(() => {
-      state.pendingCommits.clear();
-      state.commitAskedFor.clear();
-      state.commitRetries = 0;
-      clearTimeout(commitRetryTimer);
-      commitRetryTimer = undefined;
+      commits.forget();
       return work();
     });
 

@@ -1,7 +1,9 @@
 import type { KafkaMessage } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { BatchPlace, BatchPort, CommitRequest } from '../../../host/batch-loop.js';
-import { COMMIT_RETRY_BASE_MS, createBatchLoop, MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
+import type { BatchPlace, BatchPort } from '../../../host/batch-loop.js';
+import { createBatchLoop } from '../../../host/batch-loop.js';
+import type { CommitRequest } from '../../../host/offset-commits.js';
+import { COMMIT_RETRY_BASE_MS, MAX_COMMIT_FAILURES } from '../../../host/offset-commits.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
@@ -202,7 +204,7 @@ describe('batch loop (through its port)', () => {
 
       // Act: the event's own commit and the first retry fail
       await deliver(polled.port);
-      const afterFailure = { commits: [...polled.commits], pending: batchLoop.state.pendingCommits.size };
+      const afterFailure = { commits: [...polled.commits], pending: batchLoop.state.commits.pending.size };
       await vi.advanceTimersByTimeAsync(COMMIT_RETRY_BASE_MS);
       const afterFirstRetry = [...polled.commits];
       await vi.advanceTimersByTimeAsync(2 * COMMIT_RETRY_BASE_MS - 1);
@@ -214,8 +216,8 @@ describe('batch loop (through its port)', () => {
       expect(afterFirstRetry).toEqual([]);
       expect(beforeSecondRetry).toEqual([]);
       expect(polled.commits).toEqual(['1@11']);
-      expect(batchLoop.state.pendingCommits.size).toBe(0);
-      expect(batchLoop.state.commitFailuresInRow).toBe(0);
+      expect(batchLoop.state.commits.pending.size).toBe(0);
+      expect(batchLoop.state.commits.failuresInRow).toBe(0);
       expect(progress.snapshot().partitions.find((partition) => partition.partition === 1)?.committed).toBe('11');
       await vi.advanceTimersByTimeAsync(60_000);
       expect(polled.commits).toEqual(['1@11']);
@@ -236,7 +238,7 @@ describe('batch loop (through its port)', () => {
       // Assess
       expect(failed.commits).toEqual([]);
       expect(later.commits).toEqual(['1@12']);
-      expect(batchLoop.state.pendingCommits.size).toBe(0);
+      expect(batchLoop.state.commits.pending.size).toBe(0);
     });
 
     it('is dropped by a join or a leave: the next generation starts from the committed offsets', async () => {
@@ -247,13 +249,13 @@ describe('batch loop (through its port)', () => {
 
       // Act
       await deliver(polled.port);
-      const pending = batchLoop.state.pendingCommits.size;
+      const pending = batchLoop.state.commits.pending.size;
       await batchLoop.whileDrained(async () => undefined);
       await vi.advanceTimersByTimeAsync(60_000);
 
       // Assess
       expect(pending).toBe(1);
-      expect(batchLoop.state.pendingCommits.size).toBe(0);
+      expect(batchLoop.state.commits.pending.size).toBe(0);
       expect(polled.commits).toEqual([]);
     });
 
@@ -286,7 +288,7 @@ describe('batch loop (through its port)', () => {
 
     // Assess
     expect(before).toBe(0);
-    expect(batchLoop.state.commitFailuresInRow).toBe(MAX_COMMIT_FAILURES);
+    expect(batchLoop.state.commits.failuresInRow).toBe(MAX_COMMIT_FAILURES);
     expect(failures.map(({ message: text }) => text)).toEqual([`${MAX_COMMIT_FAILURES} offset commits in a row failed`]);
   });
 });

@@ -3,7 +3,7 @@ import type { ConsumerCrash, ConsumerPort, GroupJoin } from '../../../kafka/cons
 import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
-import { MAX_COMMIT_FAILURES } from '../../../host/batch-loop.js';
+import { MAX_COMMIT_FAILURES } from '../../../host/offset-commits.js';
 import { createPipelineConsumer } from '../../../host/topic-consumer.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import type { PipelineConsumer } from '../../../host/topic-consumer.js';

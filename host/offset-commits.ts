@@ -1,0 +1,175 @@
+/**
+ * The offset commits of one pipeline's batch loop (./batch-loop.ts): each stored event's offsets
+ * are committed once its rows are; a commit that fails is retried (1 s, 2 s, 4 s ... 30 s) until
+ * it succeeds, unless a later commit of its partition was asked for (that one carries it) or a
+ * join or a leave hands the partition on ({@link OffsetCommits.forget}). Without the retry, a
+ * partition that receives nothing more would keep its stored records uncommitted, and show lag,
+ * until a rebalance or a restart delivered them again (docs/design.md, "Commit failures").
+ */
+import { backoffDelayMs } from '../shared/backoff.js';
+import { batchFields } from '../shared/batch-report.js';
+import type { CoreLogger } from '../shared/logger.js';
+import type { PipelineMetrics } from './metrics.js';
+import type { PartitionOffset } from './offsets.js';
+import type { PipelineProgress } from './progress.js';
+
+/** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash); retries do not count. */
+export const MAX_COMMIT_FAILURES = 5;
+
+/** The first retry of a failed commit comes after this; each next one after twice as long, up to the cap. */
+export const COMMIT_RETRY_BASE_MS = 1_000;
+const COMMIT_RETRY_MAX_MS = 30_000;
+
+/** Offsets to commit, in kafkajs' `commitOffsetsIfNecessary` shape. */
+export interface CommitRequest {
+  topics: Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>;
+}
+
+/** What a commit needs of the Kafka client: the part of kafkajs' `eachBatch` payload it calls. */
+export interface CommitPort {
+  /** False once the consumer is stopping: its failed commits are no longer retried. */
+  isRunning(): boolean;
+  commitOffsetsIfNecessary(offsets: CommitRequest): Promise<void>;
+}
+
+/** Where the committed event sits, for log lines (topic, partition and offsets). */
+export interface CommitPlace {
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: string;
+  readonly lastOffset: string;
+}
+
+/** A stored event whose commit failed, kept until a retry or a later commit of its partition succeeds. */
+export interface PendingCommit {
+  readonly port: CommitPort;
+  readonly offset: string;
+  readonly place: CommitPlace;
+}
+
+/**
+ * The commits' state, explicit: the consecutive failed commits (after {@link MAX_COMMIT_FAILURES}
+ * the pipeline fails), the highest offset each partition's commits asked for, the failed commits
+ * waiting for their retry (one per partition, the highest), and the retries made in a row.
+ */
+export interface OffsetCommitsState {
+  failuresInRow: number;
+  readonly askedFor: Map<number, bigint>;
+  readonly pending: Map<number, PendingCommit>;
+  retries: number;
+}
+
+/** What the commits are built from. */
+export interface OffsetCommitsOptions {
+  readonly pipeline: { readonly name: string; readonly topic: string };
+  readonly logger: CoreLogger;
+  readonly metrics?: Pick<PipelineMetrics, 'commitFailed'>;
+  readonly progress: Pick<PipelineProgress, 'committed'>;
+  /** Fails the pipeline (once): {@link MAX_COMMIT_FAILURES} commits in a row failed. */
+  readonly fail: (message: string, cause: unknown, place: CommitPlace) => void;
+}
+
+/** The commits of one pipeline. */
+export interface OffsetCommits {
+  readonly state: OffsetCommitsState;
+  /** Commits `offsets` (a stored event's); a failure is logged, counted and retried later, never thrown. */
+  commit(port: CommitPort, offsets: readonly PartitionOffset[], place: CommitPlace): Promise<void>;
+  /**
+   * Forgets the pending retries and the offsets asked for: a join or a leave hands the partitions
+   * on, the new generation starts from the committed offsets, and a commit of the old one would be
+   * refused.
+   */
+  forget(): void;
+}
+
+/** Creates the offset commits of one pipeline. */
+export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommits {
+  const { pipeline, logger, metrics, progress } = options;
+  const state: OffsetCommitsState = { failuresInRow: 0, askedFor: new Map(), pending: new Map(), retries: 0 };
+  let retryTimer: NodeJS.Timeout | undefined;
+  const nextRetryInMs = () => backoffDelayMs(state.retries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
+
+  const send = async (port: CommitPort, offsets: readonly PartitionOffset[]) => {
+    for (const { partition, offset } of offsets) {
+      const asked = BigInt(offset);
+      if (asked > (state.askedFor.get(partition) ?? -1n)) state.askedFor.set(partition, asked);
+    }
+    await port.commitOffsetsIfNecessary({
+      topics: [{ topic: pipeline.topic, partitions: offsets.map(({ partition, offset }) => ({ partition, offset })) }],
+    });
+    for (const { partition, offset } of offsets) {
+      progress.committed(partition, offset);
+      const pending = state.pending.get(partition);
+      if (pending !== undefined && BigInt(pending.offset) <= BigInt(offset)) state.pending.delete(partition);
+    }
+    if (state.pending.size === 0) state.retries = 0;
+  };
+
+  /**
+   * Retries the failed commits that no later commit of their partition superseded (one asked for
+   * since, even one still in flight, would be moved back by it), until each succeeds, its
+   * consumer stops, or a rebalance hands its partition on.
+   */
+  const retry = async () => {
+    retryTimer = undefined;
+    state.retries += 1;
+    for (const [partition, pending] of [...state.pending]) {
+      if (!pending.port.isRunning()) {
+        state.pending.delete(partition);
+        continue;
+      }
+      if (BigInt(pending.offset) < (state.askedFor.get(partition) ?? -1n)) continue;
+      const fields = { pipeline: pipeline.name, ...batchFields(pending.place), offset: pending.offset, retry: state.retries };
+      try {
+        await send(pending.port, [{ topic: pipeline.topic, partition, offset: pending.offset }]);
+        state.failuresInRow = 0;
+        logger.info('offset commit retried: committed', fields);
+      } catch (error) {
+        metrics?.commitFailed();
+        logger.warn('offset commit retry failed; retrying later', { ...fields, error: String(error) });
+      }
+    }
+    scheduleRetry();
+  };
+
+  const scheduleRetry = () => {
+    if (state.pending.size === 0 || retryTimer !== undefined) return;
+    retryTimer = setTimeout(() => void retry(), nextRetryInMs());
+    retryTimer.unref();
+  };
+
+  // The fetch position was resolved when the batch entered its lane: a commit only commits.
+  const commit = async (port: CommitPort, offsets: readonly PartitionOffset[], place: CommitPlace) => {
+    try {
+      await send(port, offsets);
+      state.failuresInRow = 0;
+    } catch (error) {
+      for (const { partition, offset } of offsets) {
+        const pending = state.pending.get(partition);
+        if (pending === undefined || BigInt(pending.offset) <= BigInt(offset)) state.pending.set(partition, { port, offset, place });
+      }
+      scheduleRetry();
+      state.failuresInRow += 1;
+      metrics?.commitFailed();
+      logger.warn('offset commit failed; the rows are stored, so a redelivery would only repeat them', {
+        pipeline: pipeline.name,
+        ...batchFields(place),
+        offsets,
+        failuresInRow: state.failuresInRow,
+        retryInMs: nextRetryInMs(),
+        error: String(error),
+      });
+      if (state.failuresInRow >= MAX_COMMIT_FAILURES) options.fail(`${state.failuresInRow} offset commits in a row failed`, error, place);
+    }
+  };
+
+  const forget = () => {
+    state.pending.clear();
+    state.askedFor.clear();
+    state.retries = 0;
+    clearTimeout(retryTimer);
+    retryTimer = undefined;
+  };
+
+  return { state, commit, forget };
+}
