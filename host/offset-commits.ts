@@ -4,7 +4,8 @@
  * it succeeds, unless a later commit of its partition was asked for (that one carries it) or a
  * join or a leave hands the partition on ({@link OffsetCommits.forget}). Without the retry, a
  * partition that receives nothing more would keep its stored records uncommitted, and show lag,
- * until a rebalance or a restart delivered them again (docs/design.md, "Commit failures").
+ * until a rebalance or a restart delivered them again (docs/design.md section 3, "Offset semantics
+ * the host reproduces": a commit failure).
  */
 import { backoffDelayMs } from '../shared/backoff.js';
 import { batchFields } from '../shared/batch-report.js';
