@@ -28,14 +28,13 @@ export type AwsCredentialSource = () => Promise<AwsCredentials>;
  * @param credentials for tests; default `fromNodeProviderChain()`, created once, at the first call.
  */
 export function mskIamTokenProvider(region: string, credentials?: AwsCredentialSource): () => Promise<OauthbearerProviderResponse> {
-  let source = credentials;
+  // One chain for every call, also for connections kafkajs authenticates at the same time.
+  let source: Promise<AwsCredentialSource> | undefined;
   return async () => {
-    const { generateAuthTokenFromCredentialsProvider } = await import('aws-msk-iam-sasl-signer-js');
-    if (source === undefined) {
-      const { fromNodeProviderChain } = await import('@aws-sdk/credential-providers');
-      source = fromNodeProviderChain({ clientConfig: { region } });
-    }
-    const chain = source;
+    source ??= credentials
+      ? Promise.resolve(credentials)
+      : import('@aws-sdk/credential-providers').then(({ fromNodeProviderChain }) => fromNodeProviderChain({ clientConfig: { region } }));
+    const [{ generateAuthTokenFromCredentialsProvider }, chain] = await Promise.all([import('aws-msk-iam-sasl-signer-js'), source]);
     const { token } = await generateAuthTokenFromCredentialsProvider({
       region,
       awsCredentialsProvider: () => chain().then((identity) => ({ ...identity })),

@@ -1,4 +1,6 @@
 import { createHash, createHmac } from 'node:crypto';
+import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
+import type * as CredentialProviders from '@aws-sdk/credential-providers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { kafkaConnection, memberClientId, plaintextKafka } from '../../../kafka/connection.js';
 import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
@@ -146,12 +148,18 @@ describe('the MSK IAM token provider (stubbed credential source)', () => {
   });
 });
 
+// The real chain, counted: the provider must make one for all its calls.
+vi.mock('@aws-sdk/credential-providers', async (importOriginal) => {
+  const real = await importOriginal<typeof CredentialProviders>();
+  return { ...real, fromNodeProviderChain: vi.fn(real.fromNodeProviderChain) };
+});
+
 describe('the MSK IAM token provider (default credential chain)', () => {
   afterEach(() => {
     vi.unstubAllEnvs();
   });
 
-  it('loads the chain at the first call and signs with what it finds (here the environment), every call', async () => {
+  it('makes one chain at the first call, for concurrent calls too, and signs with what it finds (here the environment)', async () => {
     // Prepare: the chain's first source, set only after the provider was made
     vi.stubEnv('AWS_PROFILE', '');
     const provider = mskIamTokenProvider('eu-west-1');
@@ -159,12 +167,14 @@ describe('the MSK IAM token provider (default credential chain)', () => {
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'secret-from-env');
     vi.stubEnv('AWS_SESSION_TOKEN', 'token-from-env');
 
-    // Act
-    const first = await provider();
-    const second = await provider();
+    // Act: two connections authenticated at once, then a third
+    const calls = vi.mocked(fromNodeProviderChain).mock.calls.length;
+    const [first, second] = await Promise.all([provider(), provider()]);
+    const third = await provider();
 
     // Assess
-    for (const { value } of [first, second]) {
+    expect(vi.mocked(fromNodeProviderChain).mock.calls.length - calls).toBe(1);
+    for (const { value } of [first, second, third]) {
       const query = new URL(Buffer.from(value, 'base64url').toString('utf8')).searchParams;
       expect(query.get('X-Amz-Credential')).toMatch(/^AKIDFROMENV\/\d{8}\/eu-west-1\/kafka-cluster\/aws4_request$/);
       expect(query.get('X-Amz-Security-Token')).toBe('token-from-env');
