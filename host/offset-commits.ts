@@ -115,6 +115,8 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
     retryTimer = undefined;
     state.retries += 1;
     for (const [partition, pending] of [...state.pending]) {
+      // Forgotten (a join or a leave) or carried by a later commit while an earlier retry was sent.
+      if (state.pending.get(partition) !== pending) continue;
       if (!pending.port.isRunning()) {
         state.pending.delete(partition);
         continue;

@@ -125,6 +125,36 @@ describe('the offset commits of a pipeline', () => {
     expect(offsetCommits.state.askedFor.size).toBe(0);
   });
 
+  it('send no retry of the old generation once a join forgot them while an earlier retry was in flight', async () => {
+    // Prepare: partitions 1 and 2 wait for their retry; the retry of 1 hangs until the join
+    const { offsetCommits } = commits();
+    const sent: string[] = [];
+    let calls = 0;
+    let release: () => void = () => undefined;
+    const hanging: CommitPort = {
+      isRunning: () => true,
+      commitOffsetsIfNecessary: async (request) => {
+        calls += 1;
+        if (calls <= 2) throw new Error('This is not the correct coordinator for this group');
+        if (calls === 3) await new Promise<void>((resolve) => (release = resolve));
+        for (const { partitions } of request.topics) for (const { partition, offset } of partitions) sent.push(`${partition}@${offset}`);
+      },
+    };
+    await offsetCommits.commit(hanging, [{ topic: 'reviews', partition: 1, offset: '20' }], place);
+    await offsetCommits.commit(hanging, [{ topic: 'reviews', partition: 2, offset: '30' }], { ...place, partition: 2 });
+
+    // Act: the retry starts, the join forgets, then the hanging commit returns
+    await vi.advanceTimersByTimeAsync(COMMIT_RETRY_BASE_MS);
+    offsetCommits.forget();
+    release();
+    await vi.advanceTimersByTimeAsync(60_000);
+
+    // Assess: the one in flight was sent before the join; partition 2's retry never was
+    expect(sent).toEqual(['1@20']);
+    expect(calls).toBe(3);
+    expect(offsetCommits.state.pending.size).toBe(0);
+  });
+
   it('fail the pipeline at MAX_COMMIT_FAILURES refused commits in a row, naming the count', async () => {
     // Prepare
     const { offsetCommits, failures } = commits();
