@@ -40,6 +40,9 @@ export function testKafka(clientId = 'integration-test'): Kafka {
   return new Kafka({ clientId, brokers: testBrokers(), logLevel: logLevel.ERROR });
 }
 
+/** What `ensureTopics` says while tests create their topics: warnings only. */
+const TOPIC_LOGGER = { info: () => undefined, warn: (message: string) => console.warn(message) };
+
 /** One test file's topics: a unique name per pipeline. */
 export type TestTopics = Readonly<Record<PipelineName, string>>;
 
@@ -53,21 +56,19 @@ export async function createTestTopics(prefix: string): Promise<TestTopics> {
   await ensureTopics(
     testBrokers(),
     PIPELINE_NAMES.map((pipeline) => ({ topic: topics[pipeline], partitions: TOPIC_PARTITIONS })),
-    { logger: { info: () => undefined, warn: (message) => console.warn(message) } },
+    { logger: TOPIC_LOGGER },
   );
   return Object.freeze(topics);
 }
 
 /**
- * Creates `topic` with `partitions` partitions (on the run's Kafka unless `brokers` says) through `ensureTopics`, as production provisioning
- * does, and resolves once the broker's metadata shows it. kafkajs' own
- * `createTopics({ waitForLeaders: true })` retries only LEADER_NOT_AVAILABLE and throws the
- * UNKNOWN_TOPIC_OR_PARTITION a loaded KRaft broker answers for a moment after the creation.
+ * Creates `topic` with `partitions` partitions (on the run's Kafka unless `brokers` says) through
+ * `ensureTopics`, as production provisioning does, and resolves once the broker's metadata shows
+ * it. kafkajs' own `createTopics({ waitForLeaders: true })` retries only LEADER_NOT_AVAILABLE and
+ * throws the UNKNOWN_TOPIC_OR_PARTITION a loaded KRaft broker answers for a moment after a creation.
  */
 export async function createTestTopic(topic: string, partitions: number, brokers: string[] = testBrokers()): Promise<void> {
-  await ensureTopics(brokers, [{ topic, partitions }], {
-    logger: { info: () => undefined, warn: (message) => console.warn(message) },
-  });
+  await ensureTopics(brokers, [{ topic, partitions }], { logger: TOPIC_LOGGER });
 }
 
 /**
