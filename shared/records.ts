@@ -75,7 +75,7 @@ export interface Rejection {
   readonly violations?: Violations;
 }
 
-/** What a batch write did, per the `RETURNING (xmax = 0)` of each upsert. */
+/** What a batch write did, per the `RETURNING (xmax = 0)` of each upsert (counted into one row). */
 export interface WriteOutcome {
   readonly inserted: number;
   readonly updated: number;

@@ -71,7 +71,22 @@ export function connectionRefused(): NodeJS.ErrnoException {
   });
 }
 
-/** A `Queryable` that records every query and answers through `respond`. */
+/** The upsert of shared/upsert.ts: its INSERT's RETURNING rows are counted by an outer SELECT. */
+const COUNTED_UPSERT = /^WITH written AS \(INSERT /;
+
+/**
+ * What PostgreSQL answers for the counted upsert, given the rows its INSERT returned (what a
+ * responder gives for it, `{ inserted: boolean }` per written row): one row of counts.
+ */
+function countedUpsertAnswer(returned: readonly QueryResultRow[]): QueryResultRow {
+  return { inserted: returned.filter((row) => row.inserted === true).length, written: returned.length };
+}
+
+/**
+ * A `Queryable` that records every query and answers through `respond`. For the counted upsert,
+ * `respond` gives the INSERT's RETURNING rows and the fake answers with their counts, as
+ * PostgreSQL's outer SELECT would.
+ */
 export class FakeQueryable implements Queryable {
   readonly queries: RecordedQuery[] = [];
 
@@ -91,6 +106,7 @@ export class FakeQueryable implements Queryable {
     this.queries.push(recorded);
     this.log.push(recorded);
     const rows = (await this.respond(recorded)) ?? [];
+    if (COUNTED_UPSERT.test(text)) return queryResult([countedUpsertAnswer(rows)] as unknown as R[]);
     return queryResult(rows as R[], text.split(/\s/, 1)[0]?.toUpperCase());
   }
 }
@@ -167,7 +183,7 @@ export class FakePool {
 
 /** The statement a recorded query is, for order assertions: `BEGIN`, `INSERT INTO reviews`, ... */
 export function statementOf(query: Pick<RecordedQuery, 'text'>): string {
-  const insert = /^INSERT INTO (\S+)/.exec(query.text);
+  const insert = /^(?:WITH written AS \()?INSERT INTO (\S+)/.exec(query.text);
   if (insert) return `INSERT INTO ${insert[1]}`;
   if (query.text.startsWith('SELECT') && query.text.includes('apps_registry_application')) return 'resolve';
   // The batch transaction opens with its settings in the same round trip.

@@ -223,7 +223,7 @@ describe('insertDeadLetters', () => {
     expect(inserted).toBe(1);
     expect(database.queries).toHaveLength(1);
     const [query] = database.queries;
-    expect(query?.text).toMatch(/^INSERT INTO dead_letter_events \(/);
+    expect(query?.text).toMatch(/^WITH written AS \(INSERT INTO dead_letter_events \(/);
     expect(query?.text).toContain('ON CONFLICT (topic, partition, kafka_offset, payload_sha256) DO NOTHING');
     const column = (name: string) => query?.values?.[deadLetterTable.columns.findIndex((c) => c.name === name)];
     expect(column('pipeline')).toEqual(['reviews', 'reviews']);

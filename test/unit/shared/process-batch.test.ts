@@ -38,7 +38,7 @@ function database(
         const [names] = query.values as [string[]];
         return names.filter((name) => name in REGISTERED).map((name) => ({ id: REGISTERED[name], package_name: name }));
       }
-      if (query.text.startsWith('INSERT')) return ((query.values?.[0] ?? []) as unknown[]).map(() => ({ inserted: true }));
+      if (statementOf(query).startsWith('INSERT')) return ((query.values?.[0] ?? []) as unknown[]).map(() => ({ inserted: true }));
       return undefined;
     },
     { connectFailures },
@@ -374,7 +374,7 @@ describe('processBatch: the stale-row pre-check', () => {
     let declining = true;
     const pool = new FakePool((query) => {
       if (statementOf(query) === 'resolve') return [{ id: '7', package_name: 'com.example.weather' }];
-      if (!query.text.startsWith('INSERT INTO reviews')) return undefined;
+      if (statementOf(query) !== 'INSERT INTO reviews') return undefined;
       inserts.push(query.text.includes('SELECT stored.last_synced_at FROM reviews') ? 'with pre-check' : 'without');
       const rows = ((query.values?.[0] ?? []) as unknown[]).map(() => ({ inserted: true }));
       return declining ? [] : rows;

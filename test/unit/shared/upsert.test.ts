@@ -4,7 +4,7 @@ import type { Queryable } from '../../../shared/queryable.js';
 import type { TableDescription } from '../../../shared/upsert.js';
 import { PrecheckSwitch, upsertRows, upsertRowsIsolating, upsertStatement } from '../../../shared/upsert.js';
 import type { RecordedQuery } from '../../helpers/fake-db.js';
-import { databaseError, FakeQueryable } from '../../helpers/fake-db.js';
+import { databaseError, FakeQueryable, statementOf } from '../../helpers/fake-db.js';
 
 interface Reading {
   readonly id: number;
@@ -39,16 +39,17 @@ const readingsLatestWins: TableDescription<Reading> = {
 const reading = (id: number): Reading => ({ id, sensor: `s${id}`, value: id / 10, takenAt: '2026-11-30T06:00:00.000000+00:00' });
 
 describe('upsertStatement', () => {
-  it('builds one unnest INSERT ... DO NOTHING with a RETURNING that tells inserts apart', () => {
+  it('builds one unnest INSERT ... DO NOTHING whose RETURNING tells inserts apart, counted into one row', () => {
     // Act
     const sql = upsertStatement(readingsAppendOnly);
 
     // Assess
     expect(sql).toBe(
-      'INSERT INTO readings (id, sensor, value, taken_at) ' +
+      'WITH written AS (INSERT INTO readings (id, sensor, value, taken_at) ' +
         'SELECT input.id, input.sensor, input.value, input.taken_at ' +
         'FROM unnest($1::bigint[], $2::text[], $3::double precision[], $4::timestamptz[]) AS input(id, sensor, value, taken_at) ' +
-        'ON CONFLICT (sensor, taken_at) DO NOTHING RETURNING (xmax = 0) AS inserted',
+        'ON CONFLICT (sensor, taken_at) DO NOTHING RETURNING (xmax = 0) AS inserted) ' +
+        'SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*)::int AS written FROM written',
     );
   });
 
@@ -58,11 +59,12 @@ describe('upsertStatement', () => {
 
     // Assess
     expect(sql).toBe(
-      'INSERT INTO latest_readings (id, sensor, value, taken_at) ' +
+      'WITH written AS (INSERT INTO latest_readings (id, sensor, value, taken_at) ' +
         'SELECT input.id, input.sensor, input.value::numeric, input.taken_at ' +
         'FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS input(id, sensor, value, taken_at) ' +
         'ON CONFLICT (sensor) DO UPDATE SET value = EXCLUDED.value, taken_at = EXCLUDED.taken_at ' +
-        'WHERE EXCLUDED.taken_at > latest_readings.taken_at RETURNING (xmax = 0) AS inserted',
+        'WHERE EXCLUDED.taken_at > latest_readings.taken_at RETURNING (xmax = 0) AS inserted) ' +
+        'SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*)::int AS written FROM written',
     );
   });
 
@@ -96,8 +98,8 @@ describe('upsertStatement', () => {
     ];
 
     // Assess
-    expect(appStats).toMatch(/ON CONFLICT \(application_id, crawled_at\) DO NOTHING RETURNING \(xmax = 0\) AS inserted$/);
-    expect(networkMetrics).toMatch(/ON CONFLICT \(analysis_id\) DO NOTHING RETURNING \(xmax = 0\) AS inserted$/);
+    expect(appStats).toMatch(/ON CONFLICT \(application_id, crawled_at\) DO NOTHING RETURNING \(xmax = 0\) AS inserted\) SELECT/);
+    expect(networkMetrics).toMatch(/ON CONFLICT \(analysis_id\) DO NOTHING RETURNING \(xmax = 0\) AS inserted\) SELECT/);
     expect(reviews).toMatch(
       /ON CONFLICT \(review_id\) DO UPDATE SET .* WHERE EXCLUDED\.last_synced_at > reviews\.last_synced_at RETURNING/,
     );
@@ -141,7 +143,7 @@ describe('upsertRows', () => {
     const database = {
       query: async (statement: unknown, values?: unknown[]) => {
         sent.push(typeof statement === 'string' ? { text: statement, values } : statement);
-        return { command: 'INSERT', rowCount: 0, oid: 0, fields: [], rows: [] };
+        return { command: 'SELECT', rowCount: 1, oid: 0, fields: [], rows: [{ inserted: 1, written: 1 }] };
       },
     } as Queryable;
 
@@ -167,6 +169,19 @@ describe('upsertRows', () => {
 
     // Assess
     expect(outcome).toEqual({ inserted: 2, updated: 1, skipped: 2 });
+  });
+
+  it('refuses an answer that is not its one row of counts, rather than reporting made-up counts', async () => {
+    // Prepare: an answer with a row per written row, as the statement before the counts had
+    const database = {
+      query: async () => ({ command: 'INSERT', rowCount: 2, oid: 0, fields: [], rows: [{ inserted: true }, { inserted: false }] }),
+    } as unknown as Queryable;
+
+    // Act
+    const written = upsertRows(database, readingsAppendOnly, [reading(1), reading(2)]);
+
+    // Assess
+    await expect(written).rejects.toThrow('the upsert into readings answered 2 rows, not its one row of counts');
   });
 
   it('sends nothing for no rows', async () => {
@@ -210,11 +225,11 @@ function transaction(
   const database = new FakeQueryable((query) => {
     const injected = options.failOn?.(query);
     if (injected) {
-      transcript.push(`${query.text.split(' (')[0]} failed`);
+      transcript.push(`${statementOf(query)} failed`);
       aborted = true;
       throw injected;
     }
-    if (query.text.startsWith('INSERT')) {
+    if (statementOf(query).startsWith('INSERT')) {
       const ids = ((query.values?.[0] ?? []) as string[]).map(Number);
       if (aborted) throw databaseError('25P02', 'current transaction is aborted');
       if (ids.some((id) => refusedIds.has(id))) {
@@ -311,7 +326,7 @@ describe('upsertRowsIsolating', () => {
     const deadlock = databaseError('40P01');
     let inserts = 0;
     const { database, transcript } = transaction(new Set([1]), {
-      failOn: (query) => (query.text.startsWith('INSERT') && ++inserts === 2 ? deadlock : undefined),
+      failOn: (query) => (statementOf(query).startsWith('INSERT') && ++inserts === 2 ? deadlock : undefined),
     });
 
     // Act
