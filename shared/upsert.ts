@@ -98,7 +98,8 @@ function preparedUpsert<R>(table: TableDescription<R>, precheck: boolean): { tex
     `SELECT ${selected.join(', ')} FROM unnest(${parameters.join(', ')}) AS input(${names.join(', ')}) ` +
     (precheck && table.update?.keepWhere ? `WHERE ${table.update.keepWhere} ` : '') +
     `ON CONFLICT (${table.conflictColumns.join(', ')}) ${conflict} RETURNING (xmax = 0) AS inserted`;
-  const counted = `WITH written AS (${sql}) SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*)::int AS written FROM written`;
+  const counted =
+    `WITH written AS (${sql}) ` + 'SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*)::int AS written FROM written';
   const prepared = { text: counted, name: `upsert_${createHash('sha256').update(counted).digest('hex').slice(0, 24)}` };
   forTable.set(precheck, prepared);
   return prepared;
