@@ -12,18 +12,27 @@ const QUOTE_OR_BACKSLASH = /["\\]/;
  * boolean, bigint or null (e.g. a Buffer for a bytea column: the driver serialises those).
  * Built here because the driver runs two regex replacements on every element, where a string
  * without a quote or backslash needs none: the reviews upsert sends 14 arrays of 500 elements
- * per batch.
+ * per batch. The literal is made by one `join` of the elements, not by appending to a string:
+ * appending made four intermediate strings per element (1.7 KB of garbage per review row).
  */
 export function arrayLiteral(values: readonly unknown[]): string | readonly unknown[] {
-  let literal = '{';
+  const elements = new Array<string>(values.length);
+  let hasNull = false;
   for (let i = 0; i < values.length; i += 1) {
-    if (i > 0) literal += ',';
     const value = values[i];
-    if (value === null || value === undefined) literal += 'NULL';
-    else if (typeof value === 'string') {
-      literal += QUOTE_OR_BACKSLASH.test(value) ? `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"` : `"${value}"`;
-    } else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') literal += `"${String(value)}"`;
+    if (value === null || value === undefined) {
+      hasNull = true;
+      elements[i] = 'NULL';
+    } else if (typeof value === 'string') {
+      elements[i] = QUOTE_OR_BACKSLASH.test(value) ? value.replace(/\\/g, '\\\\').replace(/"/g, '\\"') : value;
+    } else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') elements[i] = String(value);
     else return values;
   }
-  return `${literal}}`;
+  if (elements.length === 0) return '{}';
+  if (!hasNull) return `{"${elements.join('","')}"}`;
+  // NULL stays unquoted: quote the others one by one.
+  for (let i = 0; i < values.length; i += 1) {
+    if (values[i] !== null && values[i] !== undefined) elements[i] = `"${elements[i] as string}"`;
+  }
+  return `{${elements.join(',')}}`;
 }
