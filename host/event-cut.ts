@@ -53,6 +53,19 @@ export interface CutOptions {
 }
 
 const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+// The JSON sizes of the strings every record of a batch repeats (its topic, its timestamp type),
+// measured once each: recordJsonBytes runs for every record fetched. A few distinct values only.
+const repeatedSizes = new Map<string, number>();
+function repeatedJsonBytes(value: string): number {
+  let size = repeatedSizes.get(value);
+  if (size === undefined) {
+    size = jsonBytes(value);
+    if (repeatedSizes.size >= 256) repeatedSizes.clear();
+    repeatedSizes.set(value, size);
+  }
+  return size;
+}
 const base64Length = (bytes: number): number => 4 * Math.ceil(bytes / 3);
 
 // The JSON skeleton of one record as buildKafkaEvent lays it out, without its variable parts.
@@ -73,11 +86,11 @@ function signedByteDigits(bytes: Buffer): number {
 export function recordJsonBytes(record: SourceRecord): number {
   let size =
     RECORD_SKELETON +
-    jsonBytes(record.topic) +
+    repeatedJsonBytes(record.topic) +
     String(record.partition).length +
     String(record.offset).trim().length +
     String(eventTimestamp(record.timestamp)).length +
-    jsonBytes(record.timestampType ?? TIMESTAMP_TYPE) +
+    repeatedJsonBytes(record.timestampType ?? TIMESTAMP_TYPE) +
     (record.value === null ? 4 : 2 + base64Length(record.value.length));
   if (record.key !== null) size += KEY_FIELD + 2 + base64Length(record.key.length);
   const headers = record.headers ?? [];

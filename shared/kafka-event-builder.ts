@@ -71,16 +71,26 @@ export function buildKafkaEvent(records: readonly SourceRecord[], options: Event
   for (const record of records) {
     const key = `${record.topic}-${record.partition}`;
     const list = (grouped[key] ??= []);
-    list.push({
-      topic: record.topic,
-      partition: record.partition,
-      offset: toSafeInteger(record.offset, 'offset'),
-      timestamp: eventTimestamp(record.timestamp),
-      timestampType: record.timestampType ?? 'CREATE_TIME',
-      ...(record.key === null ? {} : { key: record.key.toString('base64') }),
-      value: record.value === null ? null : record.value.toString('base64'),
-      headers: (record.headers ?? []).map(eventHeader),
-    });
+    const offset = toSafeInteger(record.offset, 'offset');
+    const timestamp = eventTimestamp(record.timestamp);
+    const timestampType = record.timestampType ?? 'CREATE_TIME';
+    const value = record.value === null ? null : record.value.toString('base64');
+    const headers = record.headers === undefined || record.headers.length === 0 ? [] : record.headers.map(eventHeader);
+    // Two literals rather than a spread of the key: this runs for every record the host sends.
+    list.push(
+      record.key === null
+        ? { topic: record.topic, partition: record.partition, offset, timestamp, timestampType, value, headers }
+        : {
+            topic: record.topic,
+            partition: record.partition,
+            offset,
+            timestamp,
+            timestampType,
+            key: record.key.toString('base64'),
+            value,
+            headers,
+          },
+    );
   }
   const eventSource = options.eventSource ?? 'SelfManagedKafka';
   return {

@@ -66,10 +66,15 @@ function timestampFromEvent(value: unknown): number | null {
  * A base64 key or value: bytes, or null when absent. Anything else (AWS never sends it) keeps
  * its JSON text as bytes and is reported, so the record can end as a dead letter.
  */
-function envelopeBytes(value: unknown): { bytes: Buffer | null; malformed: boolean } {
-  if (value === undefined || value === null) return { bytes: null, malformed: false };
-  if (typeof value === 'string') return { bytes: Buffer.from(value, 'base64'), malformed: false };
-  return { bytes: Buffer.from(jsonText(value), 'utf8'), malformed: true };
+function envelopeBytes(value: unknown): Buffer | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string') return Buffer.from(value, 'base64');
+  return Buffer.from(jsonText(value), 'utf8');
+}
+
+/** Whether {@link envelopeBytes} kept `value` as the bytes of its JSON text (not what AWS sends). */
+function isMalformedEnvelope(value: unknown): boolean {
+  return value !== undefined && value !== null && typeof value !== 'string';
 }
 
 /**
@@ -98,7 +103,7 @@ function headerBytes(value: unknown): Buffer {
  * an object at all is kept with an empty name, so no header silently disappears.
  */
 function toHeaders(headers: unknown): KafkaHeader[] {
-  if (headers === undefined || headers === null) return [];
+  if (headers === undefined || headers === null || (Array.isArray(headers) && headers.length === 0)) return [];
   const list: readonly unknown[] = Array.isArray(headers) ? headers : [headers];
   const result: KafkaHeader[] = [];
   for (const header of list) {
@@ -134,26 +139,19 @@ function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecor
   if (`${topic}-${partition}` !== partitionKey) {
     throw new InvalidEventError(`record ${topic}-${partition}@${offset} is listed under "${partitionKey}"`);
   }
-  const key = envelopeBytes(raw.key);
-  const value = envelopeBytes(raw.value);
-  return {
+  const record: KafkaRecord = {
     topic,
     partition,
     offset,
     timestamp: timestampFromEvent(raw.timestamp),
     timestampType: typeof raw.timestampType === 'string' ? raw.timestampType : null,
-    key: key.bytes,
-    value: value.bytes,
+    key: envelopeBytes(raw.key),
+    value: envelopeBytes(raw.value),
     headers: toHeaders(raw.headers),
-    ...(value.malformed
-      ? {
-          rejection: {
-            reason: 'invalid_encoding',
-            detail: `the event carries the value as ${Array.isArray(raw.value) ? 'an array' : typeof raw.value}, not a base64 string`,
-          },
-        }
-      : {}),
   };
+  if (!isMalformedEnvelope(raw.value)) return record;
+  const carried = Array.isArray(raw.value) ? 'an array' : typeof raw.value;
+  return { ...record, rejection: { reason: 'invalid_encoding', detail: `the event carries the value as ${carried}, not a base64 string` } };
 }
 
 /**
