@@ -136,11 +136,14 @@ export async function upsertRows<R>(
   const result = options.prepared
     ? await client.query<WrittenCounts>({ name, text, values: parameters })
     : await client.query<WrittenCounts>(text, parameters);
-  const counts = result.rows[0];
-  if (result.rows.length !== 1 || !Number.isInteger(counts?.inserted) || !Number.isInteger(counts?.written)) {
+  const [counts] = result.rows;
+  if (result.rows.length !== 1 || counts === undefined) {
     throw new Error(`the upsert into ${table.name} answered ${result.rows.length} rows, not its one row of counts`);
   }
-  const { inserted, written } = counts as WrittenCounts;
+  const { inserted, written } = counts;
+  if (!Number.isInteger(inserted) || !Number.isInteger(written)) {
+    throw new Error(`the upsert into ${table.name} answered counts that are not integers: ${JSON.stringify(counts).slice(0, 200)}`);
+  }
   return { inserted, updated: written - inserted, skipped: rows.length - written };
 }
 

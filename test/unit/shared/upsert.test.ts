@@ -184,6 +184,19 @@ describe('upsertRows', () => {
     await expect(written).rejects.toThrow('the upsert into readings answered 2 rows, not its one row of counts');
   });
 
+  it('refuses one answer row whose counts are not integers (a bigint count without its ::int arrives as text)', async () => {
+    // Prepare
+    const database = {
+      query: async () => ({ command: 'SELECT', rowCount: 1, oid: 0, fields: [], rows: [{ inserted: '1', written: '2' }] }),
+    } as unknown as Queryable;
+
+    // Act
+    const written = upsertRows(database, readingsAppendOnly, [reading(1), reading(2)]);
+
+    // Assess
+    await expect(written).rejects.toThrow('the upsert into readings answered counts that are not integers: {"inserted":"1","written":"2"}');
+  });
+
   it('sends nothing for no rows', async () => {
     // Prepare
     const database = new FakeQueryable();
