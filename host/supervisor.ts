@@ -182,12 +182,35 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   /** Stops every consumer within the shutdown timeout, then closes what the host opened; the exit code. */
   const shutDown = async (): Promise<number> => {
-    const stopped = Promise.allSettled(all().map((pipeline) => pipeline.consumer?.stop()));
+    // Where each pipeline's stop is (its writes, then kafkajs' leave): a timeout names them.
+    const written = new Set<string>();
+    const ended = new Set<string>();
+    const stopped = Promise.allSettled(
+      all().map(async (pipeline) => {
+        const stop = pipeline.consumer?.stop();
+        void (pipeline.consumer?.idle() ?? Promise.resolve()).then(() => written.add(pipeline.name));
+        try {
+          await stop;
+        } finally {
+          ended.add(pipeline.name);
+        }
+      }),
+    );
     const outcome = await within(stopped, settings.shutdownTimeoutMs);
     if (outcome === TIMED_OUT) {
-      logger.error('shutdown timed out: in-flight batches were not committed and will be redelivered', {
-        shutdownTimeoutMs: settings.shutdownTimeoutMs,
-      });
+      const names = all().map(({ name }) => name);
+      const writing = names.filter((name) => !written.has(name));
+      logger.error(
+        writing.length > 0
+          ? 'shutdown timed out: in-flight batches were not committed and will be redelivered'
+          : 'shutdown timed out leaving the consumer group: the writes in flight finished; ' +
+              "the group's coordinator drops this member after its session timeout",
+        {
+          shutdownTimeoutMs: settings.shutdownTimeoutMs,
+          writing,
+          leaving: names.filter((name) => written.has(name) && !ended.has(name)),
+        },
+      );
     } else {
       await Promise.allSettled(all().map((pipeline) => pipeline.invoker?.close()));
     }

@@ -297,13 +297,30 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       stopWatchingFetches();
       if (failure === undefined) progress.stopped();
       // The writes in flight finish (and commit) before the leave; what waits is dropped.
-      const disconnected = loop.whileDrained(() => consumer.disconnect());
-      if (inGroup) return disconnected;
-      // kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator may hold
-      // for the whole rebalance timeout (e.g. until a killed member's session runs out). A
-      // consumer without an assignment holds the stop only as long as its lanes still write (a
-      // rebalance's drain waits for them too), then for a poll at most.
-      await Promise.race([disconnected, loop.idle().then(() => sleep(settings.pollTimeoutMs + 2_000, undefined, { ref: false }))]);
+      const disconnected = loop.whileDrained(() => consumer.disconnect()).then(() => 'left' as const);
+      if (inGroup && failure === undefined) {
+        await disconnected;
+        return;
+      }
+      // Two stops do not wait for kafkajs' leave past the writes: a consumer without an
+      // assignment (kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator
+      // may hold for the whole rebalance timeout, e.g. until a killed member's session runs out),
+      // and a failed pipeline (its broker may be gone: kafkajs then retries the LeaveGroup for
+      // seconds). Either holds the stop as long as its lanes still write (a rebalance's drain
+      // waits for them too), then for a poll and 2 s at most.
+      const graceMs = settings.pollTimeoutMs + 2_000;
+      const ended = await Promise.race([disconnected, loop.idle().then(() => sleep(graceMs, 'abandoned' as const, { ref: false }))]);
+      if (ended === 'abandoned') {
+        logger.warn('stopped without leaving the consumer group: the writes in flight finished, but kafkajs did not finish its leave', {
+          pipeline: pipeline.name,
+          group: pipeline.group,
+          waitedMs: graceMs,
+          failed: failure !== undefined,
+          action:
+            "the group's coordinator drops this member after its session timeout " +
+            `(STORAGE_SESSION_TIMEOUT_MS=${settings.sessionTimeoutMs}); the partitions then move to the other members`,
+        });
+      }
     },
   };
 }

@@ -149,6 +149,79 @@ describe('a batch waiting for its redelivery, then the broker gone', () => {
     expect(failedAt - lastChance).toBeLessThanOrEqual(FAIL_MS + TICK_MS + 500);
     // The process goes down right after: nothing is left to finish (the stop does not wait for the broker).
     expect(exitedAt - failedAt).toBeLessThan(5_000);
+    // A leave kafkajs still retries against the gone broker is let go after a poll and 2 s, not
+    // waited for until the shutdown timeout (seen in CI: 5,014 ms, 'shutdown timed out').
+    expect(host.lines.filter((line) => String(line.message).startsWith('shutdown timed out'))).toEqual([]);
     expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 1 });
+  });
+});
+
+describe('a stop with the broker gone', () => {
+  it("says the writes finished and only the group's leave is left, and exits 1 at the shutdown timeout", async () => {
+    // Prepare: a host of reviews on a broker of this test's own, its batches stored and committed
+    const ownSchema = await createMigratedSchema([{ id: 1, package_name: 'com.example.weather' }], 'stopbrokergone');
+    cleanups.push(() => ownSchema.drop());
+    const own = await startBroker({ ephemeral: true, heapMb: 256, log: (text) => console.log(`[stop-broker-gone kafka] ${text}`) });
+    let stopOwn: (() => Promise<void>) | undefined = () => own.stop();
+    cleanups.push(async () => stopOwn?.());
+    const run = `stopgone-${randomBytes(4).toString('hex')}`;
+    const topics = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, `${run}-${name}`])) as Record<PipelineName, string>;
+    const groups = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, `${run}.${name}`])) as Record<PipelineName, string>;
+    await ensureTopics(own.brokers, [{ topic: topics.reviews, partitions: TOPIC_PARTITIONS }], {
+      logger: { info: () => undefined, warn: (text) => console.warn(text) },
+    });
+    const kafka = new Kafka({ clientId: 'stop-broker-gone-test', brokers: own.brokers, logLevel: logLevel.NOTHING, retry: { retries: 2 } });
+    const ownAdmin = kafka.admin();
+    await ownAdmin.connect();
+    const producer = kafka.producer();
+    await producer.connect();
+    const heartbeats = await temporaryDirectory('stop-broker-gone-');
+    cleanups.push(heartbeats.remove);
+    const shutdownTimeoutMs = 4_000;
+    const host = spawnHost(
+      hostEnvironment({
+        databaseUrl: ownSchema.url,
+        names: { topics, groups },
+        heartbeatDir: heartbeats.path,
+        extra: {
+          KAFKA_BROKERS: own.brokers.join(','),
+          STORAGE_PIPELINES: 'reviews',
+          STORAGE_SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+        },
+      }),
+    );
+    await host.waitForLog(stateIs('Running'), 90_000);
+    await producer.send({ topic: topics.reviews, messages: jsonMessages(reviews('gone', 10)) });
+    await producer.disconnect();
+    await waitForCommittedToEnd(ownAdmin, groups.reviews, topics.reviews);
+    await ownAdmin.disconnect();
+
+    // Act: the broker goes, then the operator stops the host
+    await own.stop();
+    stopOwn = undefined;
+    const stoppedAt = performance.now();
+    host.child.kill('SIGTERM');
+    const exit = await Promise.race([host.exited, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 60_000))]);
+    const tookMs = performance.now() - stoppedAt;
+
+    // Assess: nothing was being written, so the timeout says the leave is what did not finish
+    const timedOut = host.lines.find((line) => String(line.message).startsWith('shutdown timed out'));
+    console.log(
+      `[stop-broker-gone] exit ${String(exit?.code)} ${Math.round(tookMs)} ms after SIGTERM (STORAGE_SHUTDOWN_TIMEOUT_MS=${shutdownTimeoutMs}): ` +
+        JSON.stringify(timedOut ?? null),
+    );
+    expect(exit?.code).toBe(1);
+    expect(tookMs).toBeGreaterThanOrEqual(shutdownTimeoutMs);
+    expect(tookMs).toBeLessThan(shutdownTimeoutMs + 5_000);
+    expect(timedOut).toMatchObject({
+      level: 'ERROR',
+      message:
+        "shutdown timed out leaving the consumer group: the writes in flight finished; the group's coordinator drops this member after its session timeout",
+      writing: [],
+      leaving: ['reviews'],
+    });
+    expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 1 });
+    const rows = await ownSchema.pool.query<{ count: number }>(`SELECT count(*)::int AS count FROM reviews WHERE review_id LIKE 'gone:%'`);
+    expect(rows.rows[0]?.count).toBe(10);
   });
 });

@@ -1,5 +1,6 @@
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
 import type { ConsumerCrash, ConsumerPort, GroupJoin } from '../../../kafka/consumer-port.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
@@ -8,18 +9,20 @@ import { createPipelineConsumer } from '../../../host/topic-consumer.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import type { PipelineConsumer } from '../../../host/topic-consumer.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
+import type { HostSettings } from '../../../config/host-settings.js';
 import type { KafkaEvent } from '../../../shared/kafka-event.js';
 
 // The pipeline consumer against a plain-object consumer port (kafka/consumer-port.ts): the paths
 // a real broker can hardly be made to take on cue (commit failures, a rebalance mid-batch, a
 // stop between events, a pause read late).
 
-const settings = loadHostSettings({
+const SETTINGS_ENV = {
   KAFKA_BROKERS: '127.0.0.1:9092',
   STORAGE_MAX_POLL_RECORDS_REVIEWS: '2',
   STORAGE_INVOKE_RETRY_BASE_MS: '1',
   STORAGE_HEARTBEAT_DIR: '/nonexistent',
-});
+};
+const settings = loadHostSettings(SETTINGS_ENV);
 
 function message(offset: number): KafkaMessage {
   return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
@@ -44,7 +47,11 @@ interface Harness {
 }
 
 /** A consumer on a fake kafkajs; its pause state is read (not paused) before the start, as the host does, unless `pauseRead` is false. */
-async function harness(answer: (call: number, event: KafkaEvent) => InvocationResult, pauseRead = true): Promise<Harness> {
+async function harness(
+  answer: (call: number, event: KafkaEvent) => InvocationResult,
+  pauseRead = true,
+  options: { disconnect?: () => Promise<void>; settings?: HostSettings } = {},
+): Promise<Harness> {
   let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
   const seeks: Harness['seeks'] = [];
   const paused: unknown[] = [];
@@ -66,7 +73,7 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
     seek: ({ partition, offset }) => seeks.push({ partition, offset }),
     pause: (topics) => paused.push(topics),
     resume: (topics) => resumed.push(topics),
-    disconnect: async () => undefined,
+    disconnect: options.disconnect ?? (async () => undefined),
   };
   const invocations: Array<readonly number[]> = [];
   const invoker: Invoker = {
@@ -91,7 +98,7 @@ async function harness(answer: (call: number, event: KafkaEvent) => InvocationRe
   const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews' });
   const pipeline = createPipelineConsumer({
     pipeline: settings.storage.pipelines.reviews,
-    settings,
+    settings: options.settings ?? settings,
     consumers: () => consumer,
     invoker,
     logger,
@@ -420,5 +427,59 @@ describe('pipeline consumer (the runner)', () => {
       last_offset: '2',
     });
     expect(runner.progress.snapshot().ended).toBe('failed');
+  });
+
+  it("once its writes are over, a failed pipeline's stop waits for kafkajs' leave a poll and 2 s at most, and says so", async () => {
+    // Prepare: a leave that never ends (the broker gone), a member in the group, a poll of 10 ms
+    const quick = loadHostSettings({ ...SETTINGS_ENV, STORAGE_POLL_TIMEOUT_MS: '10' });
+    let leaves = 0;
+    const runner = await harness(() => ({ kind: 'error', error: new TypeError('bug'), fatal: true }), true, {
+      settings: quick,
+      disconnect: () => {
+        leaves += 1;
+        return new Promise<void>(() => undefined);
+      },
+    });
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    await runner.eachBatch(payload([1, 2]));
+    expect(runner.failures).toHaveLength(1);
+
+    // Act
+    const started = performance.now();
+    await runner.pipeline.stop();
+    const tookMs = performance.now() - started;
+
+    // Assess
+    expect(leaves).toBe(1);
+    expect(tookMs).toBeGreaterThanOrEqual(2_000);
+    expect(tookMs).toBeLessThan(2_010 + 1_000);
+    expect(runner.lines.find((line) => line.message.startsWith('stopped without leaving the consumer group'))?.extra).toMatchObject({
+      pipeline: 'reviews',
+      waitedMs: 2_010,
+      failed: true,
+    });
+  });
+
+  it("a healthy member's stop waits for kafkajs' leave (the shutdown timeout bounds it)", async () => {
+    // Prepare: a leave that ends when the test says so
+    let leave: (() => void) | undefined;
+    const runner = await harness(() => ok, true, {
+      settings: loadHostSettings({ ...SETTINGS_ENV, STORAGE_POLL_TIMEOUT_MS: '10' }),
+      disconnect: () => new Promise<void>((resolve) => (leave = resolve)),
+    });
+    runner.emit('join', { memberId: 'm-1', groupId: 'g', memberAssignment: { reviews: [1] } });
+    let stopped = false;
+
+    // Act
+    const stopping = runner.pipeline.stop().then(() => (stopped = true));
+    await sleep(2_200);
+    const beforeLeave = stopped;
+    leave?.();
+    await stopping;
+
+    // Assess
+    expect(beforeLeave).toBe(false);
+    expect(stopped).toBe(true);
+    expect(runner.lines.some((line) => line.message.startsWith('stopped without leaving'))).toBe(false);
   });
 });
