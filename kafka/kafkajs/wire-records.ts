@@ -10,8 +10,10 @@
  * (`protocol/recordBatch/v0/decoder.js`) is `require`d by the Fetch responses at the first
  * fetch and captures the record decoder (`protocol/recordBatch/record/v0/decoder.js`) then.
  * {@link installWireRecords} (called by `installKafkajsWorkarounds`, ./index.ts) replaces the
- * record decoder's export in Node's module cache with a wrapper: it calls kafkajs' own decoder
- * unchanged (every field it returns stays as it was), and catches the header list at the one place it exists, the record decoder's
+ * record decoder's export in Node's module cache with a wrapper. The wrapper decodes a
+ * well-formed record itself (./record-decoder.ts: the fields kafkajs returns, the same values,
+ * without kafkajs' per-record `Long` arithmetic) and hands anything else to kafkajs' own decoder
+ * unchanged, catching the header list at the one place it exists there, the record decoder's
  * `readVarIntArray` call, by overriding that method on the record's own `Decoder` instance
  * (a fresh one per record; nothing global changes). The ordered headers and the timestamp
  * type ride on the message under a symbol, read with {@link wireRecordOf}. Should the batch
@@ -26,6 +28,8 @@
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
 import type { KafkaMessage } from 'kafkajs';
+import { decodeRecordFast } from './record-decoder.js';
+import type { KafkajsRecordBytes, RecordBatchContext } from './record-decoder.js';
 import { headersUnavailable } from './version.js';
 
 /** A header as it was on the wire; `value` is null for a null header value. */
@@ -43,6 +47,7 @@ export interface WireRecord {
 // Symbol.for: one key even if this module is evaluated twice in a process (test runners).
 const WIRE = Symbol.for('storage-consumer.kafka-wire-record');
 const INSTALLED = Symbol.for('storage-consumer.kafka-wire-record-decoder');
+const KAFKAJS = Symbol.for('storage-consumer.kafka-wire-record-kafkajs-decoder');
 
 // kafkajs' TimestampTypes.LOG_APPEND_TIME.
 const LOG_APPEND_TIME = 1;
@@ -51,8 +56,9 @@ type Reader = (decoder: KafkajsDecoder) => unknown;
 interface KafkajsDecoder {
   readVarIntArray(reader: Reader): unknown[];
 }
-type RecordDecoder = ((decoder: KafkajsDecoder, context?: { timestampType?: number }) => Record<PropertyKey, unknown>) & {
+type RecordDecoder = ((decoder: KafkajsDecoder, context?: RecordBatchContext) => Record<PropertyKey, unknown>) & {
   [INSTALLED]?: true;
+  [KAFKAJS]?: RecordDecoder;
 };
 
 const require = createRequire(import.meta.url);
@@ -90,8 +96,38 @@ function kafkajsFunction<F>(path: string): F {
 export function installWireRecords(): void {
   const original = kafkajsFunction<RecordDecoder>(RECORD_DECODER);
   if (original[INSTALLED]) return;
-  const headerDecoder = kafkajsFunction<Reader>(HEADER_DECODER);
+  const capturing = capturingDecoder(original, kafkajsFunction<Reader>(HEADER_DECODER));
   const wrapper: RecordDecoder = (decoder, context = {}) => {
+    const fast = decodeRecordFast(decoder as unknown as KafkajsRecordBytes, context);
+    if (fast === undefined) return capturing(decoder, context);
+    Object.defineProperty(fast.record, WIRE, { value: fast.wire });
+    return fast.record;
+  };
+  wrapper[INSTALLED] = true;
+  wrapper[KAFKAJS] = capturing;
+  const cached = require.cache[RECORD_DECODER];
+  if (cached === undefined) throw headersUnavailable(`its record decoder is not in Node's module cache (${RECORD_DECODER})`);
+  cached.exports = wrapper;
+  for (const path of Object.keys(require.cache)) {
+    if (CAPTURING.includes(path) || (path.startsWith(FETCH_RESPONSES) && path.endsWith('response.js'))) delete require.cache[path];
+  }
+}
+
+/**
+ * The installed record decoder and kafkajs' own with the header capture, the reference it
+ * must equal (test/unit/kafka/kafkajs/record-decoder.test.ts); installs the wrapper first.
+ */
+export function installedRecordDecoders(): { readonly installed: RecordDecoder; readonly kafkajs: RecordDecoder } {
+  installWireRecords();
+  const installed = kafkajsFunction<RecordDecoder>(RECORD_DECODER);
+  const reference = installed[KAFKAJS];
+  if (reference === undefined) throw new Error('the wire-record decoder is not installed');
+  return { installed, kafkajs: reference };
+}
+
+/** kafkajs' own record decoder, catching the header list as it reads it (see the file's comment). */
+function capturingDecoder(original: RecordDecoder, headerDecoder: Reader): RecordDecoder {
+  return (decoder, context = {}) => {
     let headers: unknown[] | undefined;
     decoder.readVarIntArray = function (this: KafkajsDecoder, reader: Reader) {
       const list = Object.getPrototypeOf(this).readVarIntArray.call(this, reader) as unknown[];
@@ -110,11 +146,4 @@ export function installWireRecords(): void {
     });
     return record;
   };
-  wrapper[INSTALLED] = true;
-  const cached = require.cache[RECORD_DECODER];
-  if (cached === undefined) throw headersUnavailable(`its record decoder is not in Node's module cache (${RECORD_DECODER})`);
-  cached.exports = wrapper;
-  for (const path of Object.keys(require.cache)) {
-    if (CAPTURING.includes(path) || (path.startsWith(FETCH_RESPONSES) && path.endsWith('response.js'))) delete require.cache[path];
-  }
 }
