@@ -17,6 +17,13 @@
  *   and test/unit/kafka/kafkajs/index.test.ts.
  * - `kafkajs/src/protocol/decoder.js`, `Decoder.prototype.readVarIntArray`: overridden on each
  *   record's own Decoder instance to catch the header list. Same breakage, same checks.
+ * - The record decoder's output and inputs, as ./record-decoder.ts reproduces them for
+ *   well-formed records: a Decoder's `buffer` (a Buffer) and `offset`, the batch context's
+ *   `firstOffset`, `firstTimestamp`, `maxTimestamp` (int64 strings), `timestampType`,
+ *   `magicByte`, `isControlBatch`, and the record's fields in kafkajs' order. If they change:
+ *   records differ from what kafkajs would have given. Caught by
+ *   test/unit/kafka/kafkajs/record-decoder.test.ts (the two decoders on the same bytes) and the
+ *   self-check (a header-order probe through the installed decoder).
  * - `kafkajs/src/protocol/recordBatch/header/v0/decoder.js`: the reader passed to
  *   `readVarIntArray` for headers, recognised by identity. Same breakage, same checks.
  * - `kafkajs/src/protocol/recordBatch/v0/decoder.js`, the record batch decoder: captures the
