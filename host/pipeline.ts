@@ -32,6 +32,13 @@ export interface HostPipelineOptions {
   readonly clock?: Clock;
 }
 
+/**
+ * Where a pipeline's stop is: not asked (`running`), its lanes still writing (`writing`), the
+ * writes over and kafkajs' leave going on (`leaving`), or over (`stopped`). A shutdown that
+ * times out names the pipelines in each.
+ */
+export type StopPhase = 'running' | 'writing' | 'leaving' | 'stopped';
+
 /** One pipeline of the host (see the file's comment). */
 export class HostPipeline {
   readonly name: PipelineName;
@@ -44,6 +51,7 @@ export class HostPipeline {
   private readonly bounds: ProgressBounds;
   private readonly clock: Clock;
   private readonly unwatch: () => void;
+  private phase: StopPhase = 'running';
 
   constructor(options: HostPipelineOptions) {
     const { settings, logger } = options;
@@ -83,6 +91,34 @@ export class HostPipeline {
   /** Its consumer's member id in the group, once joined. */
   memberId(): string | undefined {
     return this.consumer?.memberId();
+  }
+
+  /** Where its stop is (see {@link StopPhase}). */
+  get stopPhase(): StopPhase {
+    return this.phase;
+  }
+
+  /**
+   * Stops its consumer (the writes in flight finish and commit, then kafkajs leaves the group),
+   * following the phases; a pipeline without a consumer is stopped at once. Rejects when the
+   * consumer's stop does, the phase `stopped` all the same.
+   */
+  async stop(): Promise<void> {
+    const consumer = this.consumer;
+    if (consumer === undefined) {
+      this.phase = 'stopped';
+      return;
+    }
+    this.phase = 'writing';
+    const stopping = consumer.stop();
+    void consumer.idle().then(() => {
+      if (this.phase === 'writing') this.phase = 'leaving';
+    });
+    try {
+      await stopping;
+    } finally {
+      this.phase = 'stopped';
+    }
   }
 
   /** The end of the host: marks a clean stop (unless the host failed) and stops the watch. */

@@ -27,6 +27,7 @@ import type { HostMetrics, PipelineMetrics, PipelineView } from './metrics.js';
 import { createPauseControl } from './pause-control.js';
 import type { PauseControl } from './pause-control.js';
 import { HostPipeline } from './pipeline.js';
+import type { StopPhase } from './pipeline.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { HostSettings } from '../config/host-settings.js';
@@ -182,34 +183,16 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   /** Stops every consumer within the shutdown timeout, then closes what the host opened; the exit code. */
   const shutDown = async (): Promise<number> => {
-    // Where each pipeline's stop is (its writes, then kafkajs' leave): a timeout names them.
-    const written = new Set<string>();
-    const ended = new Set<string>();
-    const stopped = Promise.allSettled(
-      all().map(async (pipeline) => {
-        const stop = pipeline.consumer?.stop();
-        void (pipeline.consumer?.idle() ?? Promise.resolve()).then(() => written.add(pipeline.name));
-        try {
-          await stop;
-        } finally {
-          ended.add(pipeline.name);
-        }
-      }),
-    );
-    const outcome = await within(stopped, settings.shutdownTimeoutMs);
+    const outcome = await within(Promise.allSettled(all().map((pipeline) => pipeline.stop())), settings.shutdownTimeoutMs);
     if (outcome === TIMED_OUT) {
-      const names = all().map(({ name }) => name);
-      const writing = names.filter((name) => !written.has(name));
+      const inPhase = (phase: StopPhase) => all().flatMap(({ name, stopPhase }) => (stopPhase === phase ? [name] : []));
+      const writing = inPhase('writing');
       logger.error(
         writing.length > 0
           ? 'shutdown timed out: in-flight batches were not committed and will be redelivered'
           : 'shutdown timed out leaving the consumer group: the writes in flight finished; ' +
               "the group's coordinator drops this member after its session timeout",
-        {
-          shutdownTimeoutMs: settings.shutdownTimeoutMs,
-          writing,
-          leaving: names.filter((name) => written.has(name) && !ended.has(name)),
-        },
+        { shutdownTimeoutMs: settings.shutdownTimeoutMs, writing, leaving: inPhase('leaving') },
       );
     } else {
       await Promise.allSettled(all().map((pipeline) => pipeline.invoker?.close()));

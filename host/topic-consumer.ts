@@ -17,7 +17,7 @@ import { runWithGroupGate } from '../kafka/kafkajs/group-gate.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import { batchFields } from '../shared/batch-report.js';
-import type { BatchPlace } from './batch-loop.js';
+import type { BatchLoop, BatchPlace } from './batch-loop.js';
 import { createBatchLoop } from './batch-loop.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
@@ -105,6 +105,48 @@ export interface PipelineConsumerOptions {
   readonly metrics?: PipelineMetrics;
   /** The pipeline's progress record (host/progress.ts): this consumer keeps it. */
   readonly progress: PipelineProgress;
+}
+
+/** What {@link leaveGroup} works on: the consumer, its loop, and whether its leave may be let go after the writes. */
+interface LeaveOptions {
+  readonly consumer: Pick<ConsumerPort, 'disconnect'>;
+  readonly loop: Pick<BatchLoop, 'whileDrained' | 'idle'>;
+  readonly logger: CoreLogger;
+  readonly pipeline: PipelineSettings;
+  readonly settings: HostSettings;
+  /** kafkajs' leave may hang: the consumer holds no assignment, or the pipeline failed. */
+  readonly letGo: boolean;
+  readonly failed: boolean;
+}
+
+/**
+ * A consumer's leave: the writes in flight finish (and commit) first, what waits is dropped, then
+ * kafkajs disconnects. A healthy member with an assignment waits for the whole leave. Two stops do
+ * not wait for it past the writes (`letGo`): a consumer without an assignment (kafkajs' disconnect
+ * waits for a JoinGroup in progress, which the coordinator may hold for the whole rebalance
+ * timeout, e.g. until a killed member's session runs out), and a failed pipeline (its broker may be
+ * gone: kafkajs then retries the LeaveGroup for seconds). Either waits as long as its lanes still
+ * write (a rebalance's drain waits for them too), then for a poll and 2 s at most.
+ */
+async function leaveGroup({ consumer, loop, logger, pipeline, settings, letGo, failed }: LeaveOptions): Promise<void> {
+  const disconnected = loop.whileDrained(() => consumer.disconnect()).then(() => 'left' as const);
+  if (!letGo) {
+    await disconnected;
+    return;
+  }
+  const graceMs = settings.pollTimeoutMs + 2_000;
+  const ended = await Promise.race([disconnected, loop.idle().then(() => sleep(graceMs, 'abandoned' as const, { ref: false }))]);
+  if (ended === 'abandoned') {
+    logger.warn('stopped without leaving the consumer group: the writes in flight finished, but kafkajs did not finish its leave', {
+      pipeline: pipeline.name,
+      group: pipeline.group,
+      waitedMs: graceMs,
+      failed,
+      action:
+        "the group's coordinator drops this member after its session timeout " +
+        `(STORAGE_SESSION_TIMEOUT_MS=${settings.sessionTimeoutMs}); the partitions then move to the other members`,
+    });
+  }
 }
 
 /**
@@ -296,31 +338,15 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       stopping = true;
       stopWatchingFetches();
       if (failure === undefined) progress.stopped();
-      // The writes in flight finish (and commit) before the leave; what waits is dropped.
-      const disconnected = loop.whileDrained(() => consumer.disconnect()).then(() => 'left' as const);
-      if (inGroup && failure === undefined) {
-        await disconnected;
-        return;
-      }
-      // Two stops do not wait for kafkajs' leave past the writes: a consumer without an
-      // assignment (kafkajs' disconnect waits for a JoinGroup in progress, which the coordinator
-      // may hold for the whole rebalance timeout, e.g. until a killed member's session runs out),
-      // and a failed pipeline (its broker may be gone: kafkajs then retries the LeaveGroup for
-      // seconds). Either holds the stop as long as its lanes still write (a rebalance's drain
-      // waits for them too), then for a poll and 2 s at most.
-      const graceMs = settings.pollTimeoutMs + 2_000;
-      const ended = await Promise.race([disconnected, loop.idle().then(() => sleep(graceMs, 'abandoned' as const, { ref: false }))]);
-      if (ended === 'abandoned') {
-        logger.warn('stopped without leaving the consumer group: the writes in flight finished, but kafkajs did not finish its leave', {
-          pipeline: pipeline.name,
-          group: pipeline.group,
-          waitedMs: graceMs,
-          failed: failure !== undefined,
-          action:
-            "the group's coordinator drops this member after its session timeout " +
-            `(STORAGE_SESSION_TIMEOUT_MS=${settings.sessionTimeoutMs}); the partitions then move to the other members`,
-        });
-      }
+      await leaveGroup({
+        consumer,
+        loop,
+        logger,
+        pipeline,
+        settings,
+        letGo: !inGroup || failure !== undefined,
+        failed: failure !== undefined,
+      });
     },
   };
 }

@@ -1,7 +1,8 @@
 /**
  * One host pipeline (host/pipeline.ts) on a hand clock and fake timers: its watch writes the
  * heartbeat from the start, a failure before its consumer exists fails the host, one after is the
- * consumer's, and the end stops the watch.
+ * consumer's, its stop goes through its phases (writing, leaving, stopped), and the end stops the
+ * watch.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -104,5 +105,56 @@ describe('a host pipeline', () => {
     for (let turn = 0; turn < 100; turn += 1) await new Promise((resolve) => setImmediate(resolve)); // any write would have landed
     expect(pipeline.view().verdict.state).toBe('STOPPED');
     expect(pipeline.view().snapshot.lastBeatAt).toBe(beatAt);
+  });
+  /** A consumer whose writes (`idle`) and leave (`stop`) end when the test says. */
+  const stoppableConsumer = () => {
+    let endWrites!: () => void;
+    let endLeave!: (error?: Error) => void;
+    const idle = new Promise<void>((resolve) => (endWrites = resolve));
+    const stop = vi.fn(() => new Promise<void>((resolve, reject) => (endLeave = (error) => (error ? reject(error) : resolve()))));
+    const consumer = { stop, idle: () => idle } as unknown as PipelineConsumer;
+    return { consumer, stop, endWrites: () => endWrites(), endLeave: (error?: Error) => endLeave(error) };
+  };
+  const turns = async () => {
+    for (let turn = 0; turn < 10; turn += 1) await Promise.resolve();
+  };
+
+  it('stops through its phases: writing until its lanes are idle, leaving until kafkajs left, then stopped', async () => {
+    const { pipeline } = build(vi.fn());
+    const fake = stoppableConsumer();
+    pipeline.consumer = fake.consumer;
+    expect(pipeline.stopPhase).toBe('running');
+    let over = false;
+    const stopped = pipeline.stop().then(() => (over = true));
+    expect(fake.stop).toHaveBeenCalledTimes(1);
+    await turns();
+    expect(pipeline.stopPhase).toBe('writing');
+    fake.endWrites();
+    await turns();
+    expect(pipeline.stopPhase).toBe('leaving');
+    expect(over).toBe(false);
+    fake.endLeave();
+    await stopped;
+    expect(pipeline.stopPhase).toBe('stopped');
+    pipeline.end(false);
+  });
+
+  it('is stopped when its leave fails, and when it never had a consumer; a leave over before the writes never reads as leaving', async () => {
+    const failing = build(vi.fn());
+    const fake = stoppableConsumer();
+    failing.pipeline.consumer = fake.consumer;
+    const stopped = failing.pipeline.stop();
+    fake.endLeave(new Error('LeaveGroup refused'));
+    await expect(stopped).rejects.toThrow('LeaveGroup refused');
+    expect(failing.pipeline.stopPhase).toBe('stopped');
+    fake.endWrites();
+    await turns();
+    expect(failing.pipeline.stopPhase).toBe('stopped');
+    failing.pipeline.end(true);
+
+    const bare = build(vi.fn());
+    await bare.pipeline.stop();
+    expect(bare.pipeline.stopPhase).toBe('stopped');
+    bare.pipeline.end(true);
   });
 });
