@@ -120,40 +120,45 @@ export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
   // Envelope with an empty records object, plus `"<key>":[]`.
   const base = eventSizeBytes(buildKafkaEvent([], options.source)) + jsonBytes(key) + 3;
   const events: HostEvent[] = [];
-  let records: SourceRecord[] = [];
+  // The event's kafkajs messages, not their source records: an event waits in its lane until it is
+  // written, and the source records are made again when it is built (one object less per fetched
+  // record for the young generation's collections to copy while it waits).
+  let taken: KafkaMessage[] = [];
   let bytes = base;
   const flush = (isLast: boolean) => {
-    const offsets = records.map((record) => String(record.offset));
+    const offsets = taken.map((message) => String(message.offset));
     const lastOffset = BigInt(offsets[offsets.length - 1] as string);
     const fetchedEnd = BigInt(batch.lastOffset);
     const next = (isLast && fetchedEnd > lastOffset ? fetchedEnd : lastOffset) + 1n;
     // Built when it is first invoked, not when the batch is cut: a lane holds fetched batches
     // ahead of their writing (./partition-lanes.ts), and an event's base64 copies of its records
     // would more than double what they hold.
-    const eventRecords = records;
+    const eventMessages = taken;
     let built: KafkaEvent | undefined;
     events.push({
       get event() {
-        built ??= buildKafkaEvent(eventRecords, options.source);
+        built ??= buildKafkaEvent(
+          eventMessages.map((message) => toSourceRecord(topic, partition, message)),
+          options.source,
+        );
         return built;
       },
       partitions: [{ topic, partition, key, offsets, next: next.toString() }],
-      records: records.length,
+      records: taken.length,
       bytes,
       oversized: bytes > options.maxEventBytes,
     });
-    records = [];
+    taken = [];
     bytes = base;
   };
   for (const message of messages) {
-    const record = toSourceRecord(topic, partition, message);
-    const size = recordJsonBytes(record);
-    const added = records.length === 0 ? size : size + 1;
-    if (records.length > 0 && (records.length >= options.batchSize || bytes + added > options.maxEventBytes)) {
+    const size = recordJsonBytes(toSourceRecord(topic, partition, message));
+    const added = taken.length === 0 ? size : size + 1;
+    if (taken.length > 0 && (taken.length >= options.batchSize || bytes + added > options.maxEventBytes)) {
       flush(false);
       bytes += size;
     } else bytes += added;
-    records.push(record);
+    taken.push(message);
   }
   flush(true);
   return events;

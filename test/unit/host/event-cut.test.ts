@@ -77,6 +77,34 @@ describe('cutBatch', () => {
     }
   });
 
+  it('builds an event when it is first read, once: the event the builder makes of its source records', () => {
+    const messages = Array.from({ length: 5 }, (_, index) =>
+      message(
+        1_000 + index,
+        `{"n":${index}}`,
+        index === 2 ? ({ key: Buffer.from('k'), headers: { h: Buffer.from('v') } } as Partial<KafkaMessage>) : {},
+      ),
+    );
+    const [first, second] = cutBatch(
+      { topic: 'reviews', partition: 0, messages, lastOffset: '1004' },
+      { batchSize: 3, maxEventBytes: 6_291_456, source },
+    );
+    expect(first?.event).toBe(first?.event);
+    expect(first?.event).toEqual(
+      buildKafkaEvent(
+        messages.slice(0, 3).map((one) => toSourceRecord('reviews', 0, one)),
+        source,
+      ),
+    );
+    expect(second?.event).toEqual(
+      buildKafkaEvent(
+        messages.slice(3).map((one) => toSourceRecord('reviews', 0, one)),
+        source,
+      ),
+    );
+    expect([first?.records, second?.records]).toEqual([3, 2]);
+  });
+
   it('cuts by JSON bytes, never exceeding the cap', () => {
     // Prepare: 1000-byte values (1336 in base64): 3400 bytes of JSON hold two records per event
     const messages = Array.from({ length: 5 }, (_, index) => message(index, 'x'.repeat(1_000)));

@@ -191,4 +191,36 @@ describe('the installed record decoder', () => {
     expect(decodeRecordFast(new Decoder(record) as never, past)).toBeUndefined();
     expect(outcome(decoders.installed, record, past)).toMatchObject({ record: { offset: '9007199254740992' } });
   });
+  it('gives records without headers one shared, frozen headers object and wire record; a record with headers its own', () => {
+    const context = { firstOffset: '100', firstTimestamp: '1796018400000', timestampType: 0, maxTimestamp: '0' };
+    const plain = recordBytes({ attributes: 0, timestampDelta: 1n, offsetDelta: 0, key: null, value: Buffer.from('a'), headers: [] });
+    const other = recordBytes({ attributes: 0, timestampDelta: 2n, offsetDelta: 1, key: Buffer.from('k'), value: null, headers: [] });
+    const first = decodeRecordFast(new Decoder(plain) as never, context);
+    const second = decodeRecordFast(new Decoder(other) as never, context);
+    expect(first?.record.headers).toBe(second?.record.headers);
+    expect(first?.wire).toBe(second?.wire);
+    expect(first?.wire).toEqual({ headers: [], timestampType: 'CREATE_TIME' });
+    // Shared, so a write must fail loudly rather than reach every other record.
+    expect(() => {
+      (first?.record.headers as Record<string, unknown>).added = 1;
+    }).toThrow(TypeError);
+    expect(() => (first?.wire.headers as unknown[]).push({ name: 'x', value: null })).toThrow(TypeError);
+    const appended = decodeRecordFast(new Decoder(plain) as never, { ...context, timestampType: 1, maxTimestamp: '1796018409999' });
+    expect(appended?.wire).toEqual({ headers: [], timestampType: 'LOG_APPEND_TIME' });
+    expect(appended?.record.timestamp).toBe('1796018409999');
+
+    const withHeaders = recordBytes({
+      attributes: 0,
+      timestampDelta: 3n,
+      offsetDelta: 2,
+      key: null,
+      value: Buffer.from('b'),
+      headers: [{ name: 'trace', value: Buffer.from('1') }],
+    });
+    const own = decodeRecordFast(new Decoder(withHeaders) as never, context);
+    expect(own?.wire).not.toBe(first?.wire);
+    expect(own?.wire.headers).toEqual([{ name: 'trace', value: Buffer.from('1') }]);
+    expect(own?.record.headers).toEqual({ trace: Buffer.from('1') });
+    expect(Object.isFrozen(own?.record.headers)).toBe(false);
+  });
 });
