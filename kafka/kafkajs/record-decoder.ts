@@ -114,7 +114,7 @@ function plus(first: number | undefined, delta: number): string | undefined {
 // What a record without headers shares with every other one (most records): frozen, so that a
 // write to one of them throws instead of reaching the others. A fetched record lives until its
 // event is written, so each object less per record is less for every young-generation collection
-// to copy (docs/design.md, "The record decoder").
+// to copy (docs/design.md section 3, "Fetching ahead": the wire-record paragraph).
 const NO_HEADERS: readonly WireHeader[] = Object.freeze([]);
 const NO_GROUPED_HEADERS: Record<string, unknown> = Object.freeze({});
 const CREATE_TIME_WIRE: WireRecord = Object.freeze({ headers: NO_HEADERS, timestampType: 'CREATE_TIME' });
