@@ -24,7 +24,9 @@
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
  * host), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
  * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build
- * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
+ * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios), --baseline-entry FILE
+ * (with --only ours: each pair also drains this entry, in alternating order, and the per-pair ratios
+ * are ours / the baseline: a change measured against the build before it). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
  * KAFKA_CACHE_DIR, PEER_BENCH_CACHE_DIR (.cache/peer-bench).
  */
 import { spawn } from 'node:child_process';
@@ -54,6 +56,7 @@ const { values: flags } = parseArgs({
     'skip-build': { type: 'boolean', default: false },
     only: { type: 'string' },
     'host-entry': { type: 'string', default: BUILT_HOST_ENTRY },
+    'baseline-entry': { type: 'string' },
   },
 });
 const RECORDS = Number(flags.records);
@@ -66,6 +69,7 @@ if (!Number.isSafeInteger(PAIRS) || PAIRS < 1) throw new Error('--pairs must be 
 if (!(DELAY_MS >= 0)) throw new Error('--delay-ms must be a number >= 0');
 if (!['unnest', 'batch', 'rewrite'].includes(MODE)) throw new Error('--mode must be unnest, batch or rewrite');
 if (flags.only !== undefined && flags.only !== 'ours' && flags.only !== 'debezium') throw new Error('--only must be ours or debezium');
+if (flags['baseline-entry'] !== undefined && flags.only !== 'ours') throw new Error('--baseline-entry needs --only ours');
 for (const scenario of SCENARIOS)
   if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
 const HOST_ENV = Object.fromEntries(
@@ -237,23 +241,29 @@ async function main(): Promise<void> {
         log,
       };
       const drains: DrainFigures[][] = [];
+      const baselines: DrainFigures[] = [];
+      const drainOursFrom = (entry: string) =>
+        drainOurs(setup, {
+          topic: TOPICS.ours,
+          database: OURS_DATABASE,
+          env: HOST_ENV,
+          entry: path.resolve(entry),
+          nodeOptions: flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : [],
+        });
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
       for (let pair = 1; pair <= PAIRS; pair += 1) {
         const order = (pair % 2 === 1 ? (['debezium', 'ours'] as const) : (['ours', 'debezium'] as const)).filter(
           (peer) => flags.only === undefined || peer === flags.only,
         );
         const figures: DrainFigures[] = [];
-        for (const peer of order) {
+        const baselineEntry = flags['baseline-entry'];
+        const runs =
+          baselineEntry === undefined ? order : pair % 2 === 1 ? (['baseline', 'ours'] as const) : (['ours', 'baseline'] as const);
+        for (const peer of runs) {
           const drain =
             peer === 'debezium'
               ? await drainDebezium(setup, { jars, topic: TOPICS.debezium, database: PEER_DATABASE, mode: MODE, javaOptions: ['-Xmx1g'] })
-              : await drainOurs(setup, {
-                  topic: TOPICS.ours,
-                  database: OURS_DATABASE,
-                  env: HOST_ENV,
-                  entry: path.resolve(flags['host-entry']),
-                  nodeOptions: flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : [],
-                });
+              : await drainOursFrom(peer === 'baseline' ? (baselineEntry as string) : flags['host-entry']);
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
               `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s ` +
@@ -262,9 +272,26 @@ async function main(): Promise<void> {
                 ? ''
                 : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
           );
-          figures.push(drain);
+          if (peer === 'baseline') baselines.push(drain);
+          else figures.push(drain);
         }
         drains.push(figures);
+      }
+      if (baselines.length > 0) {
+        const vs = (key: keyof DrainFigures) => {
+          const each = drains.map(
+            (pair, i) => ((pair[0] as DrainFigures)[key] as number) / ((baselines[i] as DrainFigures)[key] as number),
+          );
+          return { median: round(median(each)), pairs: each.map((value) => round(value)) };
+        };
+        const ratios = { steady: vs('steady_rows_per_s'), client_cpu: vs('client_cpu_s'), peak_rss: vs('peak_rss_mb') };
+        console.log(
+          `${scenario}: ours / baseline, medians of ${baselines.length} alternated pairs: steady ${ratios.steady.median} (${ratios.steady.pairs.join(', ')}), ` +
+            `client CPU ${ratios.client_cpu.median} (${ratios.client_cpu.pairs.join(', ')}), peak RSS ${ratios.peak_rss.median} (${ratios.peak_rss.pairs.join(', ')})`,
+        );
+        results[scenario] = { drains, baselines, vs_baseline: ratios };
+        if (proxy) await proxy.stop();
+        continue;
       }
       if (flags.only !== undefined) {
         results[scenario] = { drains };
