@@ -22,7 +22,8 @@
  *
  * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
- * host), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
+ * host), --host-node-option OPTION (repeatable: a Node or V8 option for our host's node process, after
+ * the default --max-semi-space-size=4; not for the baseline's), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
  * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build
  * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios), --baseline-entry FILE
  * (with --only ours: each pair also drains this entry, in alternating order, and the per-pair ratios
@@ -53,6 +54,7 @@ const { values: flags } = parseArgs({
     mode: { type: 'string', default: 'unnest' },
     'host-env': { type: 'string', multiple: true, default: [] },
     'host-cpu-prof': { type: 'string' },
+    'host-node-option': { type: 'string', multiple: true, default: [] },
     'skip-build': { type: 'boolean', default: false },
     only: { type: 'string' },
     'host-entry': { type: 'string', default: BUILT_HOST_ENTRY },
@@ -242,13 +244,16 @@ async function main(): Promise<void> {
       };
       const drains: DrainFigures[][] = [];
       const baselines: DrainFigures[] = [];
-      const drainOursFrom = (entry: string) =>
+      const drainOursFrom = (entry: string, nodeOptions: readonly string[]) =>
         drainOurs(setup, {
           topic: TOPICS.ours,
           database: OURS_DATABASE,
           env: HOST_ENV,
           entry: path.resolve(entry),
-          nodeOptions: flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : [],
+          nodeOptions: [
+            ...nodeOptions,
+            ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
+          ],
         });
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
       for (let pair = 1; pair <= PAIRS; pair += 1) {
@@ -263,7 +268,9 @@ async function main(): Promise<void> {
           const drain =
             peer === 'debezium'
               ? await drainDebezium(setup, { jars, topic: TOPICS.debezium, database: PEER_DATABASE, mode: MODE, javaOptions: ['-Xmx1g'] })
-              : await drainOursFrom(peer === 'baseline' ? (baselineEntry as string) : flags['host-entry']);
+              : peer === 'baseline'
+                ? await drainOursFrom(baselineEntry as string, [])
+                : await drainOursFrom(flags['host-entry'], flags['host-node-option']);
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
               `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s ` +
