@@ -240,6 +240,8 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
     const began = performance.now();
     const result = await invoke(hostEvent, port);
     const seconds = (performance.now() - began) / 1000;
+    // Invoked: nothing reads the built event again (a redelivery fetches the records anew).
+    hostEvent.release();
     if (result.kind === 'error' && result.fatal) {
       metrics?.batchDone('failed', seconds);
       const error = result.error;

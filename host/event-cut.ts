@@ -43,6 +43,14 @@ export interface HostEvent {
   readonly bytes: number;
   /** A single record that alone exceeds the byte cap; sent alone rather than stalling the partition. */
   readonly oversized: boolean;
+  /**
+   * Lets go of the built event and its records once it was invoked (a step never invokes an event
+   * twice: a redelivery fetches its records again). The lane keeps its fetched batch until the
+   * batch's last event is written; without this, every event written before would keep its built
+   * copy (base64 text of every record) alive until then, through collections that copy it.
+   * Reading `event` afterwards throws.
+   */
+  release(): void;
 }
 
 /** How to cut batches into events. */
@@ -133,15 +141,22 @@ export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
     // Built when it is first invoked, not when the batch is cut: a lane holds fetched batches
     // ahead of their writing (./partition-lanes.ts), and an event's base64 copies of its records
     // would more than double what they hold.
-    const eventMessages = taken;
+    let eventMessages: readonly KafkaMessage[] | undefined = taken;
     let built: KafkaEvent | undefined;
     events.push({
       get event() {
-        built ??= buildKafkaEvent(
-          eventMessages.map((message) => toSourceRecord(topic, partition, message)),
+        if (built !== undefined) return built;
+        if (eventMessages === undefined) throw new Error(`the event of ${key} at offset ${offsets[0]} was released after its invocation`);
+        const messages = eventMessages;
+        built = buildKafkaEvent(
+          messages.map((message) => toSourceRecord(topic, partition, message)),
           options.source,
         );
         return built;
+      },
+      release() {
+        built = undefined;
+        eventMessages = undefined;
       },
       partitions: [{ topic, partition, key, offsets, next: next.toString() }],
       records: taken.length,

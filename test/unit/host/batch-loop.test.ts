@@ -2,6 +2,8 @@ import type { KafkaMessage } from 'kafkajs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { BatchPlace, BatchPort } from '../../../host/batch-loop.js';
 import { createBatchLoop } from '../../../host/batch-loop.js';
+import type { HostEvent } from '../../../host/event-cut.js';
+import { cutBatch } from '../../../host/event-cut.js';
 import type { CommitRequest } from '../../../host/offset-commits.js';
 import { COMMIT_RETRY_BASE_MS, MAX_COMMIT_FAILURES } from '../../../host/offset-commits.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
@@ -103,6 +105,28 @@ describe('batch loop (through its port)', () => {
     ]);
     expect(polled.resolved).toEqual(['13']);
     expect(polled.commits).toEqual(['1@12', '1@14']);
+  });
+
+  it('lets go of an event once it was invoked, also when it is redelivered; the events after it keep theirs', async () => {
+    // Prepare
+    const { batchLoop } = loop((call) => (call === 0 ? ok : transient));
+    const polled = port([10, 11, 12, 13, 14, 15]);
+    const [first, second, third] = cutBatch(
+      { topic: 'reviews', partition: 1, messages: polled.port.batch.messages, lastOffset: '15' },
+      { batchSize: 2, maxEventBytes: settings.maxEventBytes },
+    );
+    const built = second?.event;
+
+    // Act
+    const stored = await batchLoop.step(first as HostEvent, polled.port);
+    const redelivered = await batchLoop.step(second as HostEvent, polled.port);
+
+    // Assess
+    expect([stored, redelivered]).toEqual(['next', 'rewound']);
+    expect(built?.records['reviews-1']?.map((record) => record.offset)).toEqual([12, 13]);
+    expect(() => first?.event).toThrow('the event of reviews-1 at offset 10 was released after its invocation');
+    expect(() => second?.event).toThrow('the event of reviews-1 at offset 12 was released after its invocation');
+    expect(Object.values(third?.event.records ?? {}).flat()).toHaveLength(2);
   });
 
   it('leaves a short last event for the next fetch when the partition holds more, so events carry the full batch size', async () => {
