@@ -60,6 +60,8 @@ export interface CutOptions {
   readonly source?: EventSourceOptions;
 }
 
+const CARRY_BYTES = { carryBytes: true } as const;
+
 const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
 
 // The JSON sizes of the strings every record of a batch repeats (its topic, its timestamp type),
@@ -148,9 +150,11 @@ export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
         if (built !== undefined) return built;
         if (eventMessages === undefined) throw new Error(`the event of ${key} at offset ${offsets[0]} was released after its invocation`);
         const messages = eventMessages;
+        // For the handler in this process: the parse takes the records' bytes, not their base64 back.
         built = buildKafkaEvent(
           messages.map((message) => toSourceRecord(topic, partition, message)),
           options.source,
+          CARRY_BYTES,
         );
         return built;
       },

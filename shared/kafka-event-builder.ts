@@ -3,6 +3,7 @@
  * sample events): the exact JSON AWS's event source mapping would send, and its size.
  */
 import type { KafkaEvent, KafkaEventRecord } from './kafka-event.js';
+import { carryRecordBytes } from './kafka-event.js';
 
 /** A record as a Kafka client hands it over, before it becomes part of a Lambda event. */
 export interface SourceRecord {
@@ -59,6 +60,16 @@ function eventHeader(header: { readonly name: string; readonly value: Buffer | s
   return header.value === null ? {} : { [header.name]: signedBytes(header.value) };
 }
 
+/** How the event's records are made. */
+export interface BuildOptions {
+  /**
+   * The event is for a handler in this process (the host's in-process invoker): its record lists
+   * carry the bytes they were built from, and the parse takes them instead of decoding the base64
+   * text back (shared/kafka-event.ts `carryRecordBytes`). The event itself is the same.
+   */
+  readonly carryBytes?: boolean;
+}
+
 /**
  * Builds the exact Lambda Kafka event an event source mapping would send for `records`:
  * records grouped under `"<topic>-<partition>"` in order, base64 key and value, headers as
@@ -66,8 +77,11 @@ function eventHeader(header: { readonly name: string; readonly value: Buffer | s
  * not safe integers are refused here rather than rounded; every other field is data and is
  * carried as AWS would carry it, whatever it holds.
  */
-export function buildKafkaEvent(records: readonly SourceRecord[], options: EventSourceOptions = {}): KafkaEvent {
+export function buildKafkaEvent(records: readonly SourceRecord[], options: EventSourceOptions = {}, build: BuildOptions = {}): KafkaEvent {
   const grouped: Record<string, KafkaEventRecord[]> = {};
+  const carried = build.carryBytes
+    ? new Map<KafkaEventRecord[], { sources: SourceRecord[]; keys: Array<string | undefined>; values: Array<string | null> }>()
+    : undefined;
   for (const record of records) {
     const key = `${record.topic}-${record.partition}`;
     const list = (grouped[key] ??= []);
@@ -75,6 +89,7 @@ export function buildKafkaEvent(records: readonly SourceRecord[], options: Event
     const timestamp = eventTimestamp(record.timestamp);
     const timestampType = record.timestampType ?? 'CREATE_TIME';
     const value = record.value === null ? null : record.value.toString('base64');
+    const keyText = record.key === null ? undefined : record.key.toString('base64');
     const headers = record.headers === undefined || record.headers.length === 0 ? [] : record.headers.map(eventHeader);
     // Two literals rather than a spread of the key: this runs for every record the host sends.
     list.push(
@@ -86,12 +101,20 @@ export function buildKafkaEvent(records: readonly SourceRecord[], options: Event
             offset,
             timestamp,
             timestampType,
-            key: record.key.toString('base64'),
+            key: keyText,
             value,
             headers,
           },
     );
+    if (carried !== undefined) {
+      let bytes = carried.get(list);
+      if (bytes === undefined) carried.set(list, (bytes = { sources: [], keys: [], values: [] }));
+      bytes.sources.push(record);
+      bytes.keys.push(keyText);
+      bytes.values.push(value);
+    }
   }
+  if (carried !== undefined) for (const [list, bytes] of carried) carryRecordBytes(list, bytes);
   const eventSource = options.eventSource ?? 'SelfManagedKafka';
   return {
     eventSource,

@@ -45,6 +45,32 @@ export function isObject(value: unknown): value is Record<string, unknown> {
 
 const EMPTY = Buffer.alloc(0);
 
+/** The key and value bytes a list of event records was built from, and the base64 texts built of them. */
+export interface CarriedBytes {
+  readonly sources: ReadonlyArray<{ readonly key: Buffer | null; readonly value: Buffer | null }>;
+  readonly keys: ReadonlyArray<string | undefined>;
+  readonly values: ReadonlyArray<string | null>;
+}
+
+/**
+ * The bytes behind the record lists of events this process built (the host's events,
+ * shared/kafka-event-builder.ts `carryBytes`), by list: a record whose key and value still hold
+ * the very texts built from them is parsed to those bytes instead of decoding its base64 back
+ * (the same bytes, one copy less per record). A record changed since, or a list built elsewhere
+ * (JSON), is decoded from its text.
+ */
+const carriedBytes = new WeakMap<readonly unknown[], CarriedBytes>();
+
+/** Registers the bytes an event's record list was built from (shared/kafka-event-builder.ts only). */
+export function carryRecordBytes(list: readonly KafkaEventRecord[], carried: CarriedBytes): void {
+  carriedBytes.set(list, carried);
+}
+
+/** A key or value: the bytes it was built from while it holds the text built of them, else its text decoded. */
+function bytesOf(value: unknown, builtText: string | null | undefined, source: Buffer | null | undefined): Buffer | null {
+  return source !== undefined && value === builtText ? source : envelopeBytes(value);
+}
+
 /** A field's JSON text, for a field that is not what AWS sends (never throws). */
 function jsonText(value: unknown): string {
   try {
@@ -125,7 +151,7 @@ function toHeaders(headers: unknown): KafkaHeader[] {
  * One record. Only its coordinates (topic, partition, offset, and the partition key it is
  * listed under) can refuse the event; every other field is data and never throws.
  */
-function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecord {
+function toRecord(raw: unknown, partitionKey: string, index: number, built: CarriedBytes | undefined): KafkaRecord {
   const where = `records.${partitionKey}.${index}`;
   if (!isObject(raw)) invalid(where, 'must be an object');
   const { topic, partition, offset } = raw;
@@ -145,8 +171,8 @@ function toRecord(raw: unknown, partitionKey: string, index: number): KafkaRecor
     offset,
     timestamp: timestampFromEvent(raw.timestamp),
     timestampType: typeof raw.timestampType === 'string' ? raw.timestampType : null,
-    key: envelopeBytes(raw.key),
-    value: envelopeBytes(raw.value),
+    key: built === undefined ? envelopeBytes(raw.key) : bytesOf(raw.key, built.keys[index], built.sources[index]?.key),
+    value: built === undefined ? envelopeBytes(raw.value) : bytesOf(raw.value, built.values[index], built.sources[index]?.value),
     headers: toHeaders(raw.headers),
   };
   if (!isMalformedEnvelope(raw.value)) return record;
@@ -170,7 +196,8 @@ export function parseKafkaEvent(event: unknown): KafkaRecord[] {
   const records: KafkaRecord[] = [];
   for (const [partitionKey, batch] of Object.entries(event.records)) {
     if (!Array.isArray(batch)) invalid(`records.${partitionKey}`, 'must be an array');
-    for (let index = 0; index < batch.length; index += 1) records.push(toRecord(batch[index], partitionKey, index));
+    const carried = carriedBytes.get(batch);
+    for (let index = 0; index < batch.length; index += 1) records.push(toRecord(batch[index], partitionKey, index, carried));
   }
   return records;
 }

@@ -7,7 +7,9 @@
  *    any Kafka client hands it over, free of kafkajs types, so the event builder knows no client.
  * 3. `KafkaEventRecord` in a `KafkaEvent` (shared/kafka-event.ts): the JSON of a Lambda Kafka
  *    event (base64 key and value). AWS's event source mapping sends it and the host builds it, so
- *    both runtimes run the one handler on the same input.
+ *    both runtimes run the one handler on the same input. The host's record lists also carry the
+ *    bytes they were built from, which the in-process parse takes instead of decoding the base64
+ *    back (`carryRecordBytes`).
  * 4. `KafkaRecord` (this file): the event parsed and checked once (bytes as Buffers, a safe
  *    integer offset, an exact timestamp or null); an envelope that rules the record out carries
  *    its `rejection`.

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { SourceRecord } from '../../../shared/kafka-event-builder.js';
 import { buildKafkaEvent } from '../../../shared/kafka-event-builder.js';
+import type { KafkaEventRecord } from '../../../shared/kafka-event.js';
 import { parseKafkaEvent } from '../../../shared/kafka-event.js';
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 
@@ -164,6 +165,64 @@ describe('buildKafkaEvent', () => {
         );
       }),
     );
+  });
+
+  it('with carryBytes: the same event, and the parse takes the bytes it was built from', () => {
+    const bytes = fc.uint8Array({ maxLength: 64 }).map((array) => Buffer.from(array));
+    const recordArbitrary = fc.record({
+      partition: fc.integer({ min: 0, max: 2 }),
+      offset: fc.bigInt({ min: 0n, max: BigInt(Number.MAX_SAFE_INTEGER) }).map(String),
+      timestamp: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String),
+      timestampType: fc.constantFrom('CREATE_TIME', 'LOG_APPEND_TIME'),
+      key: fc.option(bytes, { nil: null }),
+      value: fc.option(bytes, { nil: null }),
+      headers: fc.array(fc.record({ name: fc.string({ maxLength: 8 }), value: fc.option(bytes, { nil: null }) }), { maxLength: 3 }),
+    });
+
+    fc.assert(
+      fc.property(fc.array(recordArbitrary, { maxLength: 8 }), (generated) => {
+        // Prepare
+        const records: SourceRecord[] = generated.map((record) => ({ topic: 'reviews', ...record }));
+        const from = { eventSource: 'aws:kafka', bootstrapServers: 'b-1:9098' } as const;
+
+        // Act
+        const carried = buildKafkaEvent(records, from, { carryBytes: true });
+        const parsed = parseKafkaEvent(carried);
+
+        // Assess: the same JSON and fields as the plain event, the same parse as its JSON's, with
+        // the source's own Buffers (no base64 decoded back)
+        const plain = buildKafkaEvent(records, from);
+        expect(JSON.stringify(carried)).toBe(JSON.stringify(plain));
+        expect(carried).toEqual(plain);
+        expect(parsed).toEqual(parseKafkaEvent(JSON.parse(JSON.stringify(plain))));
+        const ordered = byPartitionFirstSeen(records);
+        parsed.forEach((record, index) => {
+          expect(record.value).toBe(ordered[index]?.value);
+          expect(record.key).toBe(ordered[index]?.key);
+        });
+      }),
+    );
+  });
+
+  it('with carryBytes: a record changed after the build, or a copy of the list, is parsed from its text', () => {
+    // Prepare
+    const first = source();
+    const second = source({ offset: '18' });
+    const event = buildKafkaEvent([first, second], {}, { carryBytes: true });
+    const list = event.records['app-stats-1'] as KafkaEventRecord[];
+    (list[1] as { value: string | null }).value = b64('{"package_name":"com.example.other"}');
+    const copied = JSON.parse(JSON.stringify(event)) as typeof event;
+
+    // Act
+    const [kept, changed] = parseKafkaEvent(event);
+    const [copy] = parseKafkaEvent(copied);
+
+    // Assess
+    expect(kept?.value).toBe(first.value);
+    expect(changed?.value?.toString('utf8')).toBe('{"package_name":"com.example.other"}');
+    expect(changed?.key).toBe(second.key);
+    expect(copy?.value).not.toBe(first.value);
+    expect(copy?.value).toEqual(first.value);
   });
 });
 
