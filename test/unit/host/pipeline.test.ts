@@ -25,7 +25,9 @@ describe('a host pipeline', () => {
   });
   afterEach(() => {
     vi.useRealTimers();
-    rmSync(dir, { recursive: true, force: true });
+    // A heartbeat write the test's last tick started may still land while the folder is removed
+    // (an ordinary user's CI run: ENOTEMPTY); the removal is retried until it is gone.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 20 });
   });
 
   const build = (onFailure: (error: Error) => void) => {
