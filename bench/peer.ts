@@ -24,6 +24,8 @@
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
  * host), --host-node-option OPTION (repeatable: a Node or V8 option for our host's node process, after
  * the default --max-semi-space-size=4; not for the baseline's), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
+ * --host-log-dir DIR (keeps each drain's host log, stdout and stderr, as DIR/<scenario>-pair<N>-ours|baseline.log, e.g.
+ * to read a --host-node-option=--trace-gc-nvp),
  * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build
  * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios), --baseline-entry FILE
  * (with --only ours: each pair also drains this entry, in alternating order, and the per-pair ratios
@@ -54,6 +56,7 @@ const { values: flags } = parseArgs({
     mode: { type: 'string', default: 'unnest' },
     'host-env': { type: 'string', multiple: true, default: [] },
     'host-cpu-prof': { type: 'string' },
+    'host-log-dir': { type: 'string' },
     'host-node-option': { type: 'string', multiple: true, default: [] },
     'skip-build': { type: 'boolean', default: false },
     only: { type: 'string' },
@@ -244,7 +247,9 @@ async function main(): Promise<void> {
       };
       const drains: DrainFigures[][] = [];
       const baselines: DrainFigures[] = [];
-      const drainOursFrom = (entry: string, nodeOptions: readonly string[]) =>
+      const logDir = flags['host-log-dir'] === undefined ? undefined : path.resolve(flags['host-log-dir']);
+      if (logDir !== undefined) await mkdir(logDir, { recursive: true });
+      const drainOursFrom = (entry: string, nodeOptions: readonly string[], label: string) =>
         drainOurs(setup, {
           topic: TOPICS.ours,
           database: OURS_DATABASE,
@@ -254,6 +259,7 @@ async function main(): Promise<void> {
             ...nodeOptions,
             ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
           ],
+          ...(logDir === undefined ? {} : { keepLog: path.join(logDir, `${label}.log`) }),
         });
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
       for (let pair = 1; pair <= PAIRS; pair += 1) {
@@ -269,8 +275,8 @@ async function main(): Promise<void> {
             peer === 'debezium'
               ? await drainDebezium(setup, { jars, topic: TOPICS.debezium, database: PEER_DATABASE, mode: MODE, javaOptions: ['-Xmx1g'] })
               : peer === 'baseline'
-                ? await drainOursFrom(baselineEntry as string, [])
-                : await drainOursFrom(flags['host-entry'], flags['host-node-option']);
+                ? await drainOursFrom(baselineEntry as string, [], `${scenario}-pair${pair}-baseline`)
+                : await drainOursFrom(flags['host-entry'], flags['host-node-option'], `${scenario}-pair${pair}-ours`);
           log(
             `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
               `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s ` +

@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -410,6 +410,8 @@ export interface OursOptions {
   readonly nodeOptions: readonly string[];
   /** The host's entry point (the build's `dist/host/main.js`). */
   readonly entry: string;
+  /** Where to keep a copy of the host's log (stdout and stderr) after the drain, e.g. to read `--trace-gc-nvp`. */
+  readonly keepLog?: string;
 }
 
 /**
@@ -479,6 +481,7 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
     throw new Error(`${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`, { cause: error });
   } finally {
     closeSync(out);
+    if (options.keepLog !== undefined) await copyFile(logFile, options.keepLog);
     await rm(runDir, { recursive: true, force: true });
   }
 }
