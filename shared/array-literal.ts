@@ -46,3 +46,21 @@ export function arrayLiteral(values: readonly unknown[]): string | readonly unkn
   elements[last] = `${elements[last] as string}}`;
   return elements.join(',');
 }
+
+/** A query parameter node-postgres turns into text by calling its `toPostgres` (the driver's `prepareValue`). */
+export interface LazyParameter {
+  toPostgres(): string | readonly unknown[];
+}
+
+/**
+ * `values` as an array parameter whose literal is made when node-postgres writes the statement
+ * (the driver calls `toPostgres` as it serialises the Bind message), not before: the literal, as
+ * large as the column's data, is then garbage as soon as its bytes are in the driver's buffer,
+ * where a literal built beforehand stays referenced by the query until its answer arrives. Across
+ * that round trip the young generation's collections copied and promoted every literal of the
+ * batch (measured: a sixth of the bytes promoted in a 200,000-row drain). Sent byte for byte as
+ * `arrayLiteral(values)`; made again if the driver serialises the statement again.
+ */
+export function arrayParameter(values: readonly unknown[]): LazyParameter {
+  return { toPostgres: () => arrayLiteral(values) };
+}

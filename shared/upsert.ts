@@ -4,7 +4,7 @@
  * database refuses are isolated with savepoints.
  */
 import { createHash } from 'node:crypto';
-import { arrayLiteral } from './array-literal.js';
+import { arrayParameter } from './array-literal.js';
 import { isRefusedDataError } from './error-classification.js';
 import type { Queryable } from './queryable.js';
 import type { WriteOutcome } from './records.js';
@@ -130,8 +130,8 @@ export async function upsertRows<R>(
   options: UpsertOptions = {},
 ): Promise<WriteOutcome> {
   if (rows.length === 0) return { inserted: 0, updated: 0, skipped: 0 };
-  // Array parameters go as literals built here (see arrayLiteral), the rest as the driver sends them.
-  const parameters = table.columns.map((column) => arrayLiteral(rows.map(column.value)));
+  // One array parameter per column, its literal made as the driver sends it (see arrayParameter).
+  const parameters = table.columns.map((column) => arrayParameter(rows.map(column.value)));
   const { name, text } = preparedUpsert(table, options.precheck ?? true);
   const result = options.prepared
     ? await client.query<WrittenCounts>({ name, text, values: parameters })

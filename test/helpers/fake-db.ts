@@ -35,12 +35,19 @@ function parseArrayLiteral(literal: string): Array<string | null> {
   return elements;
 }
 
+/** A parameter as node-postgres sends it: an object with `toPostgres` is sent as what that returns. */
+function asSent(value: unknown): unknown {
+  const hook = typeof value === 'object' && value !== null ? (value as { toPostgres?: unknown }).toPostgres : undefined;
+  return typeof hook === 'function' ? (hook as () => unknown).call(value) : value;
+}
+
 function asServerReadsThem(text: string, values: readonly unknown[] | undefined): readonly unknown[] | undefined {
   if (values === undefined) return undefined;
   const arrayParameters = new Set([...text.matchAll(/\$(\d+)::[a-z ]+\[\]/g)].map((match) => Number(match[1]) - 1));
-  return values.map((value, index) =>
-    arrayParameters.has(index) && typeof value === 'string' && value.startsWith('{') ? parseArrayLiteral(value) : value,
-  );
+  return values.map((raw, index) => {
+    const value = asSent(raw);
+    return arrayParameters.has(index) && typeof value === 'string' && value.startsWith('{') ? parseArrayLiteral(value) : value;
+  });
 }
 
 /**
