@@ -1,5 +1,12 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decimalPlaces, formatPath, MAX_DETAIL_LENGTH, sanitizeDetail } from '../../../../shared/contracts/decode.js';
+import {
+  decimalPlaces,
+  formatPath,
+  hasFractionOrExponent,
+  MAX_DETAIL_LENGTH,
+  sanitizeDetail,
+} from '../../../../shared/contracts/decode.js';
 import { decodeAppStats } from '../../../../shared/contracts/app-stats.js';
 import { decodeNetworkMetrics } from '../../../../shared/contracts/network-metrics.js';
 import { decodeReview } from '../../../../shared/contracts/reviews.js';
@@ -177,6 +184,40 @@ describe('helpers', () => {
     expect(decimalPlaces('1.5e+21')).toBe(0);
     expect(decimalPlaces('0.000e5')).toBe(0);
   });
+
+  it('hasFractionOrExponent finds every number with a fraction or exponent inside an object or array, never one in a string', () => {
+    // The reference: JSON.parse's own account of every number token below the root.
+    const reference = (text: string): boolean => {
+      const found: boolean[] = [];
+      JSON.parse(text, (_key, value: unknown, context?: { source?: string }) => {
+        found.push(typeof value === 'number' && /[.eE]/.test(context?.source ?? ''));
+        return value;
+      });
+      found.pop(); // the root, whose number the contracts refuse as "not a JSON object" either way
+      return found.includes(true);
+    };
+    const key = fc.string({ unit: fc.constantFrom('a', '"', '\\', '1', '.', 'e', ':', ',', '[', '{', '\u00e9', '\ud83d\ude00') });
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(1e21, 5e-7, -0.5, 0));
+    const value = fc.letrec((tie) => ({
+      node: fc.oneof({ depthSize: 'small' }, number, key, fc.boolean(), fc.constant(null), tie('array'), tie('object')),
+      array: fc.array(tie('node'), { maxLength: 4 }),
+      object: fc.dictionary(key, tie('node'), { maxKeys: 4 }),
+    })).node;
+    fc.assert(
+      fc.property(value, fc.constantFrom(undefined, 1, '\t'), (generated, indent) => {
+        const text = JSON.stringify(generated, null, indent);
+        expect(hasFractionOrExponent(text)).toBe(reference(text));
+      }),
+      { numRuns: 3000 },
+    );
+    // Numbers as JSON writes them and JavaScript does not, escapes before quotes, the root.
+    for (const text of ['{"a":1E5}', '[-0.0e-0]', '{"a" : 2.50 }', '[1,true,false,null,"x"]', '{"t":"06:02:11.48Z","n":1}']) {
+      expect(hasFractionOrExponent(text)).toBe(reference(text));
+    }
+    expect(hasFractionOrExponent('{"a\\\\":"1.5\\"2.5","b":[3]}')).toBe(false);
+    expect(hasFractionOrExponent('{"a\\\\":"x","b":[3.5]}')).toBe(true);
+    expect(hasFractionOrExponent('1.5')).toBe(false);
+  }, 30_000);
 
   it('formatPath quotes names that are not plain identifiers', () => {
     expect(formatPath(['score'])).toBe('score');
