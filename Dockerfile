@@ -51,4 +51,6 @@ EXPOSE 9464
 # host process in the container (files are <pipeline>.<pid>.heartbeat; no --pid needed here).
 HEALTHCHECK --interval=15s --timeout=10s --start-period=60s --retries=3 \
   CMD ["node", "bin/storage-consumer.js", "healthcheck"]
-ENTRYPOINT ["node", "--max-semi-space-size=4", "dist/host/main.js"]
+# The host's memory bound (docs/design.md, "Memory"): a small young generation, and an old one
+# collected before it grows to more than 2.5 times what the last full collection kept.
+ENTRYPOINT ["node", "--max-semi-space-size=4", "--heap-growing-percent=150", "dist/host/main.js"]

@@ -19,7 +19,7 @@
  * Each figure is the median over the rounds. The last line is one JSON object for tooling.
  *
  * The host is the build's (`npm run build` first), run as the Dockerfile and `npm run host` run
- * it: `node --max-semi-space-size=4 dist/host/main.js`, so that its RSS and CPU are the product's,
+ * it: `node <HOST_NODE_FLAGS> dist/host/main.js`, so that its RSS and CPU are the product's,
  * without the TypeScript loader of a source run.
  *
  * Flags: --reviews N (default 200000), --interval-ms N (default 200), --rounds N (default 3),
@@ -28,7 +28,7 @@
  * for the host, e.g. to compare a setting), --skip-build, --host-entry FILE (the host's entry,
  * default dist/host/main.js, e.g. another build inside the package, to compare two builds),
  * --host-node-option OPTION (repeatable: a Node or V8 option for the host's node process, after
- * the default --max-semi-space-size=4).
+ * the product's own flags, HOST_NODE_FLAGS in bench/support.ts).
  */
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -57,6 +57,7 @@ import {
   BENCH_CONTEXT,
   BENCH_ROOT,
   BUILT_HOST_ENTRY,
+  HOST_NODE_FLAGS,
   copyBaseline,
   copyLine,
   createCopyBaseline,
@@ -90,7 +91,7 @@ const ROUNDS = Number(flags.rounds);
 const SCENARIO = flags.scenario;
 if (!['flood', 'drain', 'all'].includes(SCENARIO)) throw new Error(`--scenario must be flood, drain or all, not ${SCENARIO}`);
 const HOST_NODE_ARGS = [
-  '--max-semi-space-size=4',
+  ...HOST_NODE_FLAGS,
   ...flags['host-node-option'],
   ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
   path.resolve(flags['host-entry']),

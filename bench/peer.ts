@@ -23,7 +23,7 @@
  * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
  * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
  * host), --host-node-option OPTION (repeatable: a Node or V8 option for our host's node process, after
- * the default --max-semi-space-size=4; not for the baseline's), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
+ * the product's own flags, HOST_NODE_FLAGS in bench/support.ts; not for the baseline's), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
  * --host-log-dir DIR (keeps each drain's host log, stdout and stderr, as DIR/<scenario>-pair<N>-ours|baseline.log, e.g.
  * to read a --host-node-option=--trace-gc-nvp),
  * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build

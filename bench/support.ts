@@ -16,6 +16,13 @@ export const BENCH_ROOT = path.resolve(import.meta.dirname, '..');
 /** The host as the benches run it by default: the build's entry, as the Dockerfile and `npm run host` run it. */
 export const BUILT_HOST_ENTRY = 'dist/host/main.js';
 
+/**
+ * The Node flags the host runs with (the Dockerfile's ENTRYPOINT, `npm run host`, `npm start`):
+ * the benches run it the same way, and test/unit/deploy/host-node-flags.test.ts holds the three
+ * places to this list. Why these: docs/design.md, "Memory".
+ */
+export const HOST_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=150'];
+
 /** Runs `npm <args>` in the package root; rejects unless it exits 0. */
 export function runNpm(args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {

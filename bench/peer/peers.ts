@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { freePorts } from '../../dev/free-ports.js';
+import { HOST_NODE_FLAGS } from '../support.js';
 import { PEER_APPS, firstReview } from './reviews.js';
 
 /** One drain, as both peers report it. */
@@ -448,7 +449,7 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
       options.database,
       'reviews',
       () =>
-        spawn(join(setup.root, 'node_modules', '.bin', 'node'), ['--max-semi-space-size=4', ...options.nodeOptions, options.entry], {
+        spawn(join(setup.root, 'node_modules', '.bin', 'node'), [...HOST_NODE_FLAGS, ...options.nodeOptions, options.entry], {
           cwd: setup.root,
           stdio: ['ignore', out, out],
           env: {
