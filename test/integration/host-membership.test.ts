@@ -1,0 +1,357 @@
+/**
+ * Where a host meets its consumer group (issue 38): scaling one pipeline out and in during a drain
+ * (docs/operations.md, "Scaling one pipeline"), the same while a redelivery back-off is in
+ * progress, and a stop during a back-off longer than the shutdown timeout. A watcher reads the
+ * group's committed offsets from the broker all along: none may ever move back (kafkajs kept a
+ * lane's or a back-off's seek across a rejoin and applied it when the partition came back, hours
+ * later: `60000 -> 5300`, `2000 -> 1500`). Real broker, real PostgreSQL, hosts as operators run
+ * them (child processes).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Message } from 'kafkajs';
+import { TOPIC_PARTITIONS } from '../../kafka/topics.js';
+import type { HostLogLine, HostProcess, HostTestStack, PipelineNames } from '../helpers/host.js';
+import {
+  closeHostTestStack,
+  committedOffsets,
+  createTestPipelines,
+  endOffsets,
+  hostEnvironment,
+  killAllHosts,
+  openHostTestStack,
+  spawnHost,
+  stateIs,
+  waitForCommittedToEnd,
+  waitUntil,
+} from '../helpers/host.js';
+import { produce } from '../helpers/kafka.js';
+import { sampleReview } from '../helpers/messages.js';
+import { watchCommittedOffsets } from '../helpers/offset-watcher.js';
+import type { OffsetWatcher } from '../helpers/offset-watcher.js';
+
+/** Reviews per partition of the scale-out/in drain: tens of thousands, as the issue's 2 x 60,000. */
+const DRAIN_PER_PARTITION = 20_000;
+/** After the last membership change, how long the watcher goes on reading: a stale seek shows within a fetch. */
+const SETTLE_MS = 10_000;
+const REDELIVERING = 'batch not stored; redelivering it after a back-off';
+
+let stack: HostTestStack;
+const watchers: OffsetWatcher[] = [];
+
+beforeAll(async () => {
+  stack = await openHostTestStack('host-membership');
+});
+
+afterAll(async () => {
+  await killAllHosts();
+  await Promise.all(watchers.map((watcher) => watcher.stop()));
+  await closeHostTestStack(stack, []);
+});
+
+const joined = (line: HostLogLine) => line.message === 'joined the consumer group';
+const at = (line: HostLogLine) => Date.parse(String(line.timestamp));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `perPartition` reviews on each partition, keyed and identified `<prefix>:<partition>:<index>`. */
+function reviewMessages(prefix: string, perPartition: number): Message[] {
+  const messages: Message[] = [];
+  for (let partition = 0; partition < TOPIC_PARTITIONS; partition += 1) {
+    for (let index = 0; index < perPartition; index += 1) {
+      const id = `${prefix}:${partition}:${index}`;
+      messages.push({ partition, key: id, value: JSON.stringify({ ...sampleReview(), review_id: id }) });
+    }
+  }
+  return messages;
+}
+
+/** Rows and distinct review ids stored under `prefix`. */
+async function storedRows(prefix: string): Promise<{ n: number; distinct_ids: number }> {
+  const { rows } = await stack.schema.pool.query<{ n: number; distinct_ids: number }>(
+    `SELECT count(*)::int AS n, count(DISTINCT review_id)::int AS distinct_ids FROM reviews WHERE review_id LIKE $1`,
+    [`${prefix}:%`],
+  );
+  return rows[0] as { n: number; distinct_ids: number };
+}
+
+/** The `batch stored` lines of `host` logged at or after `fromMs` (wall clock, as the host stamps them). */
+function storedSince(host: HostProcess, fromMs: number): HostLogLine[] {
+  return host.lines.filter((line) => line.message === 'batch stored' && at(line) >= fromMs);
+}
+
+const total = (lines: readonly HostLogLine[], field: string) => lines.reduce((sum, line) => sum + Number(line[field] ?? 0), 0);
+
+/** True when one of `host`'s redelivery back-offs (logged start plus `delayMs`) spans `atMs`. */
+function inBackOff(host: HostProcess, atMs: number): boolean {
+  return host.lines.some((line) => line.message === REDELIVERING && at(line) <= atMs && atMs < at(line) + Number(line.delayMs));
+}
+
+const plain = (offsets: ReadonlyMap<number, bigint>) =>
+  Object.fromEntries([...offsets].map(([partition, offset]) => [partition, String(offset)]));
+
+async function stopHost(host: HostProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  host.child.kill('SIGTERM');
+  return host.exited;
+}
+
+function environment(names: PipelineNames, extra: Record<string, string> = {}): Record<string, string> {
+  return hostEnvironment({
+    databaseUrl: stack.schema.url,
+    names,
+    heartbeatDir: stack.heartbeats.path,
+    extra: { STORAGE_PIPELINES: 'reviews', ...extra },
+  });
+}
+
+function watch(names: PipelineNames): OffsetWatcher {
+  const watcher = watchCommittedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
+  watchers.push(watcher);
+  return watcher;
+}
+
+describe('scaling one pipeline out and in', () => {
+  it(
+    'during a drain of 3 x 20,000 reviews: no committed offset ever moves back, and nothing is stored again after the second host left',
+    async () => {
+      // Prepare: the backlog, then host A draining it
+      const names = await createTestPipelines('membership-scale');
+      const messages = reviewMessages('scale', DRAIN_PER_PARTITION);
+      const producedIn = performance.now();
+      await produce(names.topics.reviews, messages);
+      const produceMs = performance.now() - producedIn;
+      const env = environment(names);
+      const watcher = watch(names);
+      const first = spawnHost(env);
+      const firstSpawned = performance.now();
+      await watcher.guard(first.waitForLog((line) => line.message === 'batch stored', 90_000));
+
+      // Act: host B joins mid-drain (scale out), everything is stored, then B stops (scale in)
+      const second = spawnHost(env);
+      const secondJoin = await watcher.guard(second.waitForLog(joined, 120_000));
+      const committedAtJoin = await committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
+      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
+      const drainMs = performance.now() - firstSpawned;
+      const firstJoinsBefore = first.lines.filter(joined).length;
+      const secondStoppedAt = Date.now();
+      const secondExit = await watcher.guard(stopHost(second));
+      const firstRejoin = await watcher.guard(
+        waitUntil(
+          'host A to rejoin alone',
+          async () => first.lines.filter(joined).length > firstJoinsBefore && first.lines.filter(joined).at(-1),
+          60_000,
+        ),
+      );
+      // The partition back on A: whatever A still kept of it would show now; the watcher reads on.
+      await watcher.guard(sleep(SETTLE_MS));
+      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
+      const firstExit = await stopHost(first);
+      await watcher.stop();
+
+      // Assess
+      const restored = storedSince(first, secondStoppedAt);
+      const rows = await storedRows('scale');
+      const [committed, ends] = await Promise.all([
+        committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
+        endOffsets(stack.admin, names.topics.reviews),
+      ]);
+      console.log(
+        `[membership scale] produced ${messages.length} in ${Math.round(produceMs)} ms; drained in ${Math.round(drainMs)} ms; ` +
+          `B joined with ${JSON.stringify(secondJoin.assignment)} at committed ${JSON.stringify(plain(committedAtJoin))}; ` +
+          `A rejoined alone with ${JSON.stringify(firstRejoin.assignment)}; ` +
+          `A's batches stored after B's SIGTERM: ${restored.length} (${total(restored, 'records')} records, ${total(restored, 'skipped')} skipped); ` +
+          `B exit ${JSON.stringify(secondExit)}, A exit ${JSON.stringify(firstExit)}; rows ${JSON.stringify(rows)}; ` +
+          `committed ${JSON.stringify(plain(committed))}, ends ${JSON.stringify(plain(ends))}`,
+      );
+      console.log(`[membership scale] ${watcher.summary()}`);
+      watcher.assertNoMoveBack();
+      // B joined while the drain was under way, and got a partition of it
+      expect([...committedAtJoin.values()].reduce((sum, offset) => sum + (offset > 0n ? offset : 0n), 0n)).toBeLessThan(
+        BigInt(messages.length),
+      );
+      expect(Object.values(secondJoin.assignment as Record<string, number[]>).flat().length).toBeGreaterThan(0);
+      expect(restored.map((line) => line.records)).toEqual([]);
+      expect(rows).toEqual({ n: messages.length, distinct_ids: messages.length });
+      expect(plain(committed)).toEqual(plain(ends));
+      expect(secondExit).toEqual({ code: 0, signal: null });
+      expect(firstExit).toEqual({ code: 0, signal: null });
+    },
+    // Heavy: 60,000 reviews produced and drained by two hosts, two rebalances, 10 s of watching after them.
+    420_000,
+  );
+});
+
+describe('scaling out and in during a redelivery back-off', () => {
+  it('the second host joins while A backs off and leaves while both back off: no committed offset moves back', async () => {
+    // Prepare: host A with short statements and long back-offs, a first wave stored
+    const names = await createTestPipelines('membership-redelivery');
+    const env = environment(names, {
+      STORAGE_DB_STATEMENT_TIMEOUT_MS: '1000',
+      STORAGE_DB_RETRY_ATTEMPTS: '0',
+      STORAGE_INVOKE_RETRY_BASE_MS: '10000',
+    });
+    const watcher = watch(names);
+    const first = spawnHost(env);
+    await first.waitForLog(joined, 90_000);
+    await produce(names.topics.reviews, reviewMessages('redeliver-1', 2_000));
+    await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 120_000));
+    const locker = await stack.schema.pool.connect();
+    let locked = false;
+    const lock = async () => {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE reviews IN ACCESS EXCLUSIVE MODE');
+      locked = true;
+    };
+    const unlock = async () => {
+      locked = false;
+      await locker.query('ROLLBACK');
+    };
+    let second: HostProcess | undefined;
+    try {
+      // Act 1: the table locked, A's batches of a second wave fail and back off; B joins meanwhile
+      await lock();
+      const wave2At = Date.now();
+      await produce(names.topics.reviews, reviewMessages('redeliver-2', 2_000));
+      await watcher.guard(
+        waitUntil('A backing off on every partition', async () => {
+          const failed = first.lines.filter((line) => line.message === REDELIVERING && at(line) >= wave2At);
+          return new Set(failed.map((line) => line.partition)).size === TOPIC_PARTITIONS;
+        }),
+      );
+      const firstJoinsBefore = first.lines.filter(joined).length;
+      second = spawnHost(env);
+      const secondJoin = await watcher.guard(second.waitForLog(joined, 120_000));
+      const firstRejoinAt = at(await waitUntil('host A to rejoin', async () => first.lines.filter(joined)[firstJoinsBefore], 30_000));
+      const joinedInBackOff = inBackOff(first, firstRejoinAt);
+      await unlock();
+      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 180_000));
+
+      // Act 2: locked again, a third wave fails on both hosts; B stops while they back off
+      await lock();
+      const wave3At = Date.now();
+      await produce(names.topics.reviews, reviewMessages('redeliver-3', 2_000));
+      const running = second;
+      await watcher.guard(
+        waitUntil('both hosts backing off', async () =>
+          [first, running].every((host) => host.lines.some((line) => line.message === REDELIVERING && at(line) >= wave3At)),
+        ),
+      );
+      const firstJoinsBeforeLeave = first.lines.filter(joined).length;
+      const secondStoppedAt = Date.now();
+      const leftInBackOff = inBackOff(first, secondStoppedAt);
+      const secondExit = await watcher.guard(stopHost(second));
+      const firstRejoin = await watcher.guard(
+        waitUntil(
+          'host A to rejoin alone',
+          async () => first.lines.filter(joined).length > firstJoinsBeforeLeave && first.lines.filter(joined).at(-1),
+          60_000,
+        ),
+      );
+      await unlock();
+      await watcher.guard(sleep(SETTLE_MS));
+      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 180_000));
+      const firstExit = await stopHost(first);
+      await watcher.stop();
+
+      // Assess
+      const rows = await storedRows('redeliver');
+      const [committed, ends] = await Promise.all([
+        committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
+        endOffsets(stack.admin, names.topics.reviews),
+      ]);
+      const redeliveries = (host: HostProcess) => host.lines.filter((line) => line.message === REDELIVERING).length;
+      console.log(
+        `[membership redelivery] B joined with ${JSON.stringify(secondJoin.assignment)}, A in a back-off at its rejoin: ${joinedInBackOff}; ` +
+          `A in a back-off at B's SIGTERM: ${leftInBackOff}; A rejoined alone with ${JSON.stringify(firstRejoin.assignment)}; ` +
+          `redeliveries A ${redeliveries(first)}, B ${redeliveries(second)}; B exit ${JSON.stringify(secondExit)}, A exit ${JSON.stringify(firstExit)}; ` +
+          `rows ${JSON.stringify(rows)}; committed ${JSON.stringify(plain(committed))}, ends ${JSON.stringify(plain(ends))}`,
+      );
+      console.log(`[membership redelivery] ${watcher.summary()}`);
+      watcher.assertNoMoveBack();
+      expect(joinedInBackOff).toBe(true);
+      expect(leftInBackOff).toBe(true);
+      expect(rows).toEqual({ n: 3 * 3 * 2_000, distinct_ids: 3 * 3 * 2_000 });
+      expect(plain(committed)).toEqual(plain(ends));
+      expect(secondExit).toEqual({ code: 0, signal: null });
+      expect(firstExit).toEqual({ code: 0, signal: null });
+    } finally {
+      if (locked) await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    }
+  }, 420_000);
+});
+
+describe('a stop during a redelivery back-off longer than the shutdown timeout', () => {
+  it('exits 0 within a few seconds, leaves the group at once, and the batch is stored by the next host', async () => {
+    // Prepare: a 50 s back-off against a 5 s shutdown timeout; one stored batch, then the table locked
+    const shutdownTimeoutMs = 5_000;
+    const backOffMs = 50_000;
+    const names = await createTestPipelines('membership-stop');
+    const env = environment(names, {
+      STORAGE_DB_STATEMENT_TIMEOUT_MS: '1000',
+      STORAGE_DB_RETRY_ATTEMPTS: '0',
+      STORAGE_INVOKE_RETRY_BASE_MS: String(backOffMs),
+      STORAGE_SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs),
+    });
+    const host = spawnHost(env);
+    await host.waitForLog(stateIs('Running'), 90_000);
+    await produce(
+      names.topics.reviews,
+      Array.from({ length: 10 }, (_, index) => ({
+        partition: 0,
+        value: JSON.stringify({ ...sampleReview(), review_id: `stop:stored:${index}` }),
+      })),
+    );
+    const storedOffsets = await waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews);
+    const locker = await stack.schema.pool.connect();
+    let locked = true;
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE reviews IN ACCESS EXCLUSIVE MODE');
+      await produce(
+        names.topics.reviews,
+        Array.from({ length: 20 }, (_, index) => ({
+          partition: 0,
+          value: JSON.stringify({ ...sampleReview(), review_id: `stop:waiting:${index}` }),
+        })),
+      );
+      const backingOff = await host.waitForLog((line) => line.message === REDELIVERING, 60_000);
+
+      // Act: SIGTERM a second into the 50 s back-off; wait past the shutdown timeout and past the back-off
+      await sleep(1_000);
+      const signalled = performance.now();
+      host.child.kill('SIGTERM');
+      const exit = await Promise.race([host.exited, sleep(backOffMs + 20_000).then(() => undefined)]);
+      const stopMs = performance.now() - signalled;
+      const [group] = (await stack.admin.describeGroups([names.groups.reviews])).groups;
+      const committedAtStop = await committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
+      await locker.query('ROLLBACK');
+      locked = false;
+      // The next host stores the batch the stop let go
+      const next = spawnHost(env);
+      await waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews);
+      const nextExit = await stopHost(next);
+
+      // Assess
+      const timedOut = host.lines.filter((line) => String(line.message).startsWith('shutdown timed out'));
+      const rows = await storedRows('stop');
+      console.log(
+        `[membership stop] back-off ${JSON.stringify({ partition: backingOff.partition, delayMs: backingOff.delayMs, error: backingOff.error })}; ` +
+          `SIGTERM 1 s into it: exit ${JSON.stringify(exit ?? 'none')} after ${Math.round(stopMs)} ms ` +
+          `(STORAGE_SHUTDOWN_TIMEOUT_MS=${shutdownTimeoutMs}); ${JSON.stringify(timedOut)}; ` +
+          `group right after: ${JSON.stringify({ state: group?.state, members: group?.members.length })}; ` +
+          `committed at the stop ${JSON.stringify(plain(committedAtStop))}; next host exit ${JSON.stringify(nextExit)}; rows ${JSON.stringify(rows)}`,
+      );
+      expect(Number(backingOff.delayMs)).toBe(backOffMs);
+      expect(exit).toEqual({ code: 0, signal: null });
+      expect(stopMs).toBeLessThan(shutdownTimeoutMs);
+      expect(timedOut).toEqual([]);
+      expect(host.lines.find(stateIs('Stopped'))).toMatchObject({ exitCode: 0 });
+      expect(group?.members).toEqual([]);
+      expect(committedAtStop.get(0)).toBe(storedOffsets.get(0));
+      expect(rows).toEqual({ n: 30, distinct_ids: 30 });
+      expect(nextExit).toEqual({ code: 0, signal: null });
+    } finally {
+      if (locked) await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+    }
+  }, 240_000);
+});
