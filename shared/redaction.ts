@@ -13,10 +13,11 @@ const IPV4 = /\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b/g;
 const IPV6_COMPRESSED = /(?<![\w:.])(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4})*)?::(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4})*)?(?![\w:])/gi;
 const IPV6_FULL = /(?<![\w:.])(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}(?![\w:])/gi;
 /**
- * `kafka-1.internal:9092`, `localhost:5432` after a space, bracket, quote, `=` or `,`; never a
- * stack frame's `file.js:12:34` (a path before it, a column after it).
+ * `kafka-1.internal:9092`, `localhost:5432` at the start or after a space, bracket, quote, `=` or
+ * `,` (kafkajs' `broker` field is the whole value); never a stack frame's `file.js:12:34` (a path
+ * before it, a column after it).
  */
-const NAME_WITH_PORT = /(?<=[\s(=,'"[])(?:localhost|[a-z0-9-]+(?:\.[a-z0-9-]+)+):\d{1,5}\b(?!:\d)/gi;
+const NAME_WITH_PORT = /(?<=^|[\s(=,'"[])(?:localhost|[a-z0-9-]+(?:\.[a-z0-9-]+)+):\d{1,5}\b(?!:\d)/gi;
 /** Host names a resolver failed on, and the names of a certificate check. */
 const RESOLVER = /\b(ENOTFOUND|EAI_AGAIN|EAI_FAIL|EAI_NONAME)\s+[^\s,;)]+/g;
 const CERTIFICATE_NAMES = /\b(Host|DNS|IP Address|IP): ?[^\s,;]+/g;

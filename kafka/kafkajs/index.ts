@@ -52,11 +52,28 @@
  * - `kafkajs/src/network/requestQueue` (`scheduleCheckPendingRequests`) arming a timer with a
  *   negative delay, which Node 24 reports as `TimeoutNegativeWarning`: ./warnings.ts drops
  *   warnings of that name. If kafkajs stops doing it the filter is idle; no test.
+ * - `kafkajs/src/consumer/consumerGroup.js`, `ConsumerGroup.prototype.joinAndSync` and `.leave`
+ *   (every join, the first included, and the leave of a stop) and the instance's `seekOffset`, a
+ *   Map (`seekOffsets.js`) of the seeks its next fetch applies: ./group-gate.ts runs both steps
+ *   inside the host's gate and clears the Map at every gated join. If the methods go, the host
+ *   refuses to start naming them; if a step is no longer called through them, a member's writes
+ *   overlap the next owner's (test/integration/host-rebalance-drain.test.ts); if the seeks move
+ *   elsewhere, a committed offset can move back at a rebalance (test/unit/kafka/kafkajs/group-gate.test.ts
+ *   reads kafkajs' own `seek()` and `joinAndSync()`).
+ * - The same class's `heartbeat({ interval })`, which must go through its private shared heartbeat
+ *   (one request for concurrent calls) and send when `memberId` is set and
+ *   `Date.now() >= this.lastRequest + interval`, setting `lastRequest` after the answer:
+ *   ./heartbeat-clock.ts decides on `performance.now()` instead and sets `lastRequest` to
+ *   -Infinity before a due heartbeat. If the method goes, the host refuses to start naming it; if
+ *   the rule changes, a backward wall-clock step silences the heartbeats and the member is
+ *   dropped (test/unit/kafka/kafkajs/heartbeat-clock.test.ts on kafkajs' own ConsumerGroup,
+ *   test/integration/host-clock-step.test.ts).
  * - For the self-check itself: `kafkajs/src/protocol/encoder.js`, `recordBatch/header/v0/index.js`
  *   and `recordBatch/v0/index.js` (`RecordBatch`) write the probe batch; `kafkajs/package.json`
  *   gives the installed version. If they move, the host refuses to start naming them.
  */
 import { registerKafkaCodecs } from './codecs.js';
+import { installHeartbeatClock } from './heartbeat-clock.js';
 import { checkWireHeaders } from './self-check.js';
 import { checkKafkajsVersion } from './version.js';
 import { dropKafkajsTimeoutWarnings } from './warnings.js';
@@ -66,15 +83,17 @@ let installed = false;
 
 /**
  * Installs every kafkajs workaround in this process: the codecs (./codecs.ts), the wire-record
- * wrapper (./wire-records.ts) and the timeout warning filter (./warnings.ts). Idempotent, and
- * in any order with kafkajs' own loading (see ./wire-records.ts). Throws a
- * `KafkajsIncompatibleError` when kafkajs' record decoder is not where or what it expects.
+ * wrapper (./wire-records.ts), the timeout warning filter (./warnings.ts) and the heartbeat on a
+ * monotonic clock (./heartbeat-clock.ts). Idempotent, and in any order with kafkajs' own loading
+ * (see ./wire-records.ts). Throws a `KafkajsIncompatibleError` when kafkajs' record decoder or
+ * its consumer group's heartbeat is not where or what it expects.
  */
 export function installKafkajsWorkarounds(): void {
   if (installed) return;
   registerKafkaCodecs();
   installWireRecords();
   dropKafkajsTimeoutWarnings();
+  installHeartbeatClock();
   installed = true;
 }
 
