@@ -28,6 +28,9 @@ import {
   KAFKA_SSL_REJECT_UNAUTHORIZED,
   MSK_IAM_NEEDS_TLS,
   POLL_INTERVAL_HOLDS_ATTEMPT,
+  POLL_WITHIN_REBALANCE,
+  POLL_WITHIN_SESSION,
+  POLL_WITHIN_UNREADY,
   REPORT_NEEDS_SWITCH,
   STORAGE_FETCH_FAIL_AFTER_MS,
   STORAGE_FETCH_UNREADY_AFTER_MS,
@@ -52,6 +55,7 @@ import {
   STORAGE_SESSION_TIMEOUT_MS,
   STORAGE_SHUTDOWN_TIMEOUT_MS,
   STORAGE_STALL_AFTER_MS,
+  STOP_OUTLASTS_POLL,
 } from './setting-declarations.js';
 import type { InvokeMode } from './setting-declarations.js';
 import type { KafkaSettings } from '../kafka/settings.js';
@@ -245,16 +249,22 @@ export function readHostSettings(reader: SettingsReader): HostSettings {
   reader.check(REPORT_NEEDS_SWITCH);
   const invoke = readInvoke(reader, storage.selectedPipelines);
   reader.check(POLL_INTERVAL_HOLDS_ATTEMPT);
+  const kafka = readKafka(reader);
+  const shutdownTimeoutMs = reader.read(STORAGE_SHUTDOWN_TIMEOUT_MS);
+  const maxEventBytes = reader.read(STORAGE_MAX_EVENT_BYTES);
+  const progress = readProgress(reader);
+  // The poll timeout against the group's timers, the readiness bound and the stop.
+  for (const rule of [POLL_WITHIN_UNREADY, POLL_WITHIN_SESSION, POLL_WITHIN_REBALANCE, STOP_OUTLASTS_POLL]) reader.check(rule);
   return {
-    kafka: readKafka(reader),
+    kafka,
     pollTimeoutMs,
     maxPollIntervalMs,
     sessionTimeoutMs,
-    shutdownTimeoutMs: reader.read(STORAGE_SHUTDOWN_TIMEOUT_MS),
+    shutdownTimeoutMs,
     reportBatchItemFailures,
-    maxEventBytes: reader.read(STORAGE_MAX_EVENT_BYTES),
+    maxEventBytes,
     heartbeat,
-    progress: readProgress(reader),
+    progress,
     invoke,
     migrateOnStart: reader.read(STORAGE_MIGRATE_ON_START),
     http: readHttp(reader),

@@ -575,6 +575,107 @@ export const POLL_INTERVAL_HOLDS_ATTEMPT: CrossConstraint = {
   },
 };
 
+/**
+ * How often a member heartbeats its group: a third of the session, at most 3 s (what
+ * host/topic-consumer.ts gives kafkajs). A third leaves room for two lost heartbeats, as Kafka
+ * asks; the derivation always keeps to it, so no setting can contradict it.
+ */
+export function groupHeartbeatIntervalMs(sessionTimeoutMs: number): number {
+  return Math.min(3_000, Math.floor(sessionTimeoutMs / 3));
+}
+
+/** The group's rebalance timeout (kafkajs' `rebalanceTimeout`): the worst batch, then 10 s to commit and poll. */
+export function rebalanceTimeoutMs(maxPollIntervalMs: number): number {
+  return maxPollIntervalMs + 10_000;
+}
+
+/** What a stop allows kafkajs' LeaveGroup beyond the fetch in flight (leaveGroup in host/topic-consumer.ts). */
+const LEAVE_MARGIN_MS = 2_000;
+
+/**
+ * An idle member completes a fetch once per poll timeout (the broker holds an empty fetch that
+ * long); a fetch kafkajs recovers from (stale metadata, a closed connection) completes none, so
+ * two polls may pass between completed fetches of a healthy host. Both must fit in the readiness
+ * bound, or an idle healthy host reads NOT_FETCHING (the failure bound lies beyond it already).
+ */
+export const POLL_WITHIN_UNREADY: CrossConstraint = {
+  settings: [STORAGE_POLL_TIMEOUT_MS, STORAGE_FETCH_UNREADY_AFTER_MS],
+  rule:
+    '`STORAGE_POLL_TIMEOUT_MS` must be at most half of `STORAGE_FETCH_UNREADY_AFTER_MS`: an idle host completes a fetch once per ' +
+    'poll, and one fetch kafkajs recovers from completes none',
+  check: (value) => {
+    const poll = value(STORAGE_POLL_TIMEOUT_MS);
+    const unready = value(STORAGE_FETCH_UNREADY_AFTER_MS);
+    return 2 * poll <= unready
+      ? undefined
+      : `STORAGE_POLL_TIMEOUT_MS=${poll} must be at most half of STORAGE_FETCH_UNREADY_AFTER_MS=${unready}: an idle host completes a ` +
+          'fetch once per poll (two when kafkajs recovers one), so a healthy idle host would read NOT_FETCHING; lower the poll timeout ' +
+          'or raise the bound';
+  },
+};
+
+/**
+ * kafkajs heartbeats only between fetches: a heartbeat falls due during a fetch and goes out when
+ * it returns, up to a heartbeat interval plus a poll timeout after the previous one. Past the
+ * session timeout the coordinator drops the member, which then rejoins after every poll with its
+ * commits refused.
+ */
+export const POLL_WITHIN_SESSION: CrossConstraint = {
+  settings: [STORAGE_POLL_TIMEOUT_MS, STORAGE_SESSION_TIMEOUT_MS],
+  rule:
+    '`STORAGE_POLL_TIMEOUT_MS` plus the heartbeat interval must be shorter than `STORAGE_SESSION_TIMEOUT_MS`: kafkajs sends no ' +
+    'heartbeat during a fetch (the interval, a third of the session up to 3 s, is derived and always at most a third of it)',
+  check: (value) => {
+    const poll = value(STORAGE_POLL_TIMEOUT_MS);
+    const session = value(STORAGE_SESSION_TIMEOUT_MS);
+    const heartbeat = groupHeartbeatIntervalMs(session);
+    return poll + heartbeat < session
+      ? undefined
+      : `STORAGE_POLL_TIMEOUT_MS=${poll} plus the ${heartbeat} ms heartbeat interval must be shorter than ` +
+          `STORAGE_SESSION_TIMEOUT_MS=${session}: kafkajs sends no heartbeat during a fetch, so an idle member would be dropped from ` +
+          'its group during its polls and its commits refused; lower the poll timeout or raise the session timeout';
+  },
+};
+
+/**
+ * A member learns of a rebalance from the heartbeat after its fetch returns; the coordinator
+ * waits for its JoinGroup the rebalance timeout, then completes the rebalance without it.
+ */
+export const POLL_WITHIN_REBALANCE: CrossConstraint = {
+  settings: [STORAGE_POLL_TIMEOUT_MS, STORAGE_MAX_POLL_INTERVAL_MS, STORAGE_SESSION_TIMEOUT_MS],
+  rule:
+    '`STORAGE_POLL_TIMEOUT_MS` plus the heartbeat interval must be shorter than the rebalance timeout, ' +
+    '`STORAGE_MAX_POLL_INTERVAL_MS` + 10 s: an idle member learns of a rebalance only when its fetch returns',
+  check: (value) => {
+    const poll = value(STORAGE_POLL_TIMEOUT_MS);
+    const interval = value(STORAGE_MAX_POLL_INTERVAL_MS);
+    const heartbeat = groupHeartbeatIntervalMs(value(STORAGE_SESSION_TIMEOUT_MS));
+    const rebalance = rebalanceTimeoutMs(interval);
+    return poll + heartbeat < rebalance
+      ? undefined
+      : `STORAGE_POLL_TIMEOUT_MS=${poll} plus the ${heartbeat} ms heartbeat interval must be shorter than the ${rebalance} ms ` +
+          `rebalance timeout (STORAGE_MAX_POLL_INTERVAL_MS=${interval} + 10 s): an idle member learns of a rebalance only when its ` +
+          'fetch returns, and would be left out of every rebalance; lower the poll timeout or raise the max poll interval';
+  },
+};
+
+/** A stop waits for the fetch in flight, then for the LeaveGroup. */
+export const STOP_OUTLASTS_POLL: CrossConstraint = {
+  settings: [STORAGE_SHUTDOWN_TIMEOUT_MS, STORAGE_POLL_TIMEOUT_MS],
+  rule:
+    '`STORAGE_SHUTDOWN_TIMEOUT_MS` must be longer than `STORAGE_POLL_TIMEOUT_MS` + 2 s: a stop waits for the fetch in flight, then ' +
+    'leaves the group',
+  check: (value) => {
+    const shutdown = value(STORAGE_SHUTDOWN_TIMEOUT_MS);
+    const poll = value(STORAGE_POLL_TIMEOUT_MS);
+    return shutdown > poll + LEAVE_MARGIN_MS
+      ? undefined
+      : `STORAGE_SHUTDOWN_TIMEOUT_MS=${shutdown} must be longer than STORAGE_POLL_TIMEOUT_MS=${poll} + 2 s: a stop waits for the ` +
+          'fetch in flight, then leaves the group, so the stop of an idle host could time out (exit 1, no leave); raise the shutdown ' +
+          'timeout or lower the poll timeout';
+  },
+};
+
 /** A CA file only makes sense with TLS. */
 export const CA_FILE_NEEDS_TLS: CrossConstraint = {
   settings: [KAFKA_SSL_CA_FILE, KAFKA_SSL],
@@ -622,6 +723,10 @@ export const CROSS_CONSTRAINTS: readonly CrossConstraint[] = [
   FAIL_AFTER_UNREADY,
   REPORT_NEEDS_SWITCH,
   POLL_INTERVAL_HOLDS_ATTEMPT,
+  POLL_WITHIN_UNREADY,
+  POLL_WITHIN_SESSION,
+  POLL_WITHIN_REBALANCE,
+  STOP_OUTLASTS_POLL,
   CA_FILE_NEEDS_TLS,
   MSK_IAM_NEEDS_TLS,
   CREDENTIALS_NEED_PASSWORD_MECHANISM,

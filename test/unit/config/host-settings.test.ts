@@ -2,7 +2,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_HEARTBEAT_DIR, MAX_EVENT_BYTES } from '../../../config/setting-declarations.js';
+import fc from 'fast-check';
+import {
+  DEFAULT_HEARTBEAT_DIR,
+  groupHeartbeatIntervalMs,
+  MAX_EVENT_BYTES,
+  STORAGE_SESSION_TIMEOUT_MS,
+} from '../../../config/setting-declarations.js';
 import { loadHostSettings, loadProgressSettings } from '../../../config/host-settings.js';
 import { ConfigurationError } from '../../../shared/errors.js';
 import { PIPELINE_NAMES } from '../../../shared/pipelines.js';
@@ -149,5 +155,107 @@ describe('loadHostSettings', () => {
       region: 'eu-west-1',
       functions: { reviews: 'storage-consumer-dev-reviews' },
     });
+  });
+});
+
+describe('the poll timeout against the group timers, the readiness bound and the stop', () => {
+  // Each rule: a pair that contradicts it, and the closest pair that keeps to it (the other
+  // settings generous, so that only this rule is at stake).
+  interface RuleCase {
+    readonly rule: string;
+    readonly refused: Record<string, string>;
+    readonly accepted: Record<string, string>;
+    readonly message: RegExp;
+  }
+  const cases: readonly RuleCase[] = [
+    {
+      rule: 'two polls within the readiness bound',
+      refused: { STORAGE_POLL_TIMEOUT_MS: '2501', STORAGE_FETCH_UNREADY_AFTER_MS: '5000' },
+      accepted: { STORAGE_POLL_TIMEOUT_MS: '2500', STORAGE_FETCH_UNREADY_AFTER_MS: '5000' },
+      message: /^STORAGE_POLL_TIMEOUT_MS=2501 must be at most half of STORAGE_FETCH_UNREADY_AFTER_MS=5000: .*NOT_FETCHING/,
+    },
+    {
+      rule: 'a poll and a heartbeat interval within the session',
+      refused: { STORAGE_POLL_TIMEOUT_MS: '4000', STORAGE_SESSION_TIMEOUT_MS: '6000' },
+      accepted: { STORAGE_POLL_TIMEOUT_MS: '3999', STORAGE_SESSION_TIMEOUT_MS: '6000' },
+      message:
+        /^STORAGE_POLL_TIMEOUT_MS=4000 plus the 2000 ms heartbeat interval must be shorter than STORAGE_SESSION_TIMEOUT_MS=6000: .*no heartbeat during a fetch/,
+    },
+    {
+      rule: 'a poll and a heartbeat interval within the session (3 s heartbeats)',
+      refused: { STORAGE_POLL_TIMEOUT_MS: '42000', STORAGE_FETCH_UNREADY_AFTER_MS: '90000', STORAGE_SHUTDOWN_TIMEOUT_MS: '60000' },
+      accepted: { STORAGE_POLL_TIMEOUT_MS: '41999', STORAGE_FETCH_UNREADY_AFTER_MS: '90000', STORAGE_SHUTDOWN_TIMEOUT_MS: '60000' },
+      message: /^STORAGE_POLL_TIMEOUT_MS=42000 plus the 3000 ms heartbeat interval must be shorter than STORAGE_SESSION_TIMEOUT_MS=45000/,
+    },
+    {
+      rule: 'a poll and a heartbeat interval within the rebalance timeout',
+      refused: {
+        STORAGE_POLL_TIMEOUT_MS: '44000',
+        STORAGE_MAX_POLL_INTERVAL_MS: '37000',
+        STORAGE_SESSION_TIMEOUT_MS: '60000',
+        STORAGE_FETCH_UNREADY_AFTER_MS: '90000',
+        STORAGE_SHUTDOWN_TIMEOUT_MS: '60000',
+      },
+      accepted: {
+        STORAGE_POLL_TIMEOUT_MS: '43999',
+        STORAGE_MAX_POLL_INTERVAL_MS: '37000',
+        STORAGE_SESSION_TIMEOUT_MS: '60000',
+        STORAGE_FETCH_UNREADY_AFTER_MS: '90000',
+        STORAGE_SHUTDOWN_TIMEOUT_MS: '60000',
+      },
+      message:
+        /^STORAGE_POLL_TIMEOUT_MS=44000 plus the 3000 ms heartbeat interval must be shorter than the 47000 ms rebalance timeout \(STORAGE_MAX_POLL_INTERVAL_MS=37000 \+ 10 s\)/,
+    },
+    {
+      rule: 'a stop outlasts a poll and the leave',
+      refused: { STORAGE_POLL_TIMEOUT_MS: '1000', STORAGE_SHUTDOWN_TIMEOUT_MS: '3000' },
+      accepted: { STORAGE_POLL_TIMEOUT_MS: '1000', STORAGE_SHUTDOWN_TIMEOUT_MS: '3001' },
+      message:
+        /^STORAGE_SHUTDOWN_TIMEOUT_MS=3000 must be longer than STORAGE_POLL_TIMEOUT_MS=1000 \+ 2 s: a stop waits for the fetch in flight/,
+    },
+  ];
+
+  it.each(cases)('$rule: refuses the contradicting pair naming both variables, accepts the closest pair that holds', (entry) => {
+    // Act
+    const error = errorOf({ ...base, ...entry.refused });
+    const accepted = loadHostSettings({ ...base, ...entry.accepted });
+
+    // Assess: the one problem is this rule's
+    expect(error).toBeInstanceOf(ConfigurationError);
+    expect((error as ConfigurationError).problems).toEqual([expect.stringMatching(entry.message)]);
+    expect(accepted.pollTimeoutMs).toBe(Number(entry.accepted['STORAGE_POLL_TIMEOUT_MS']));
+  });
+
+  it('names every broken rule at once, and skips a rule whose setting was refused on its own', () => {
+    // Act: a poll of a minute breaks all four; a session timeout that is not a number breaks no rule of its own
+    const all = errorOf({ ...base, STORAGE_POLL_TIMEOUT_MS: '60000', STORAGE_MAX_POLL_INTERVAL_MS: '40000' }) as ConfigurationError;
+    const refused = errorOf({ ...base, STORAGE_POLL_TIMEOUT_MS: '60000', STORAGE_SESSION_TIMEOUT_MS: 'soon' }) as ConfigurationError;
+
+    // Assess
+    expect(all.problems.map((problem) => /^(STORAGE_\w+)=\d+ .*?(STORAGE_\w+)=/.exec(problem)?.slice(1))).toEqual([
+      ['STORAGE_POLL_TIMEOUT_MS', 'STORAGE_FETCH_UNREADY_AFTER_MS'],
+      ['STORAGE_POLL_TIMEOUT_MS', 'STORAGE_SESSION_TIMEOUT_MS'],
+      ['STORAGE_POLL_TIMEOUT_MS', 'STORAGE_MAX_POLL_INTERVAL_MS'],
+      ['STORAGE_SHUTDOWN_TIMEOUT_MS', 'STORAGE_POLL_TIMEOUT_MS'],
+    ]);
+    expect(refused.problems).toEqual([
+      'STORAGE_SESSION_TIMEOUT_MS="soon" is invalid: must be a whole number',
+      expect.stringMatching(/^STORAGE_POLL_TIMEOUT_MS=60000 must be at most half of STORAGE_FETCH_UNREADY_AFTER_MS=30000/),
+      expect.stringMatching(/^STORAGE_SHUTDOWN_TIMEOUT_MS=30000 must be longer than STORAGE_POLL_TIMEOUT_MS=60000/),
+    ]);
+  });
+
+  it('derives a heartbeat interval of at most a third of every session timeout the setting accepts', () => {
+    const accepted = fc
+      .integer({ min: 6_000, max: 1_800_000 })
+      .filter((ms) => STORAGE_SESSION_TIMEOUT_MS.schema.safeParse(String(ms)).success);
+    fc.assert(
+      fc.property(accepted, (sessionMs) => {
+        const heartbeatMs = groupHeartbeatIntervalMs(sessionMs);
+        expect(heartbeatMs).toBeGreaterThan(0);
+        expect(3 * heartbeatMs).toBeLessThanOrEqual(sessionMs);
+      }),
+    );
+    expect([6_000, 9_000, 45_000].map(groupHeartbeatIntervalMs)).toEqual([2_000, 3_000, 3_000]);
   });
 });
