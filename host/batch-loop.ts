@@ -24,13 +24,15 @@ import { createOffsetCommits } from './offset-commits.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { LaneStepOutcome } from './partition-lanes.js';
 import { createPartitionLanes } from './partition-lanes.js';
+import type { Membership } from './membership.js';
+import { revokeCauseOf } from './membership.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
 
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;
 
-/** How often a back-off looks at `isRunning()`, so a SIGTERM is not kept waiting. */
+/** How often a back-off heartbeats and looks at the pipeline's halt (a stop ends it at once, through the membership's signal). */
 const WAIT_SLICE_MS = 200;
 
 /** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
@@ -89,6 +91,17 @@ export interface BatchLoopOptions {
   readonly fail: (message: string, cause: unknown, place: BatchPlace) => void;
   /** Moves the partition's fetch position back to `offset`, for a redelivery. */
   readonly seek: (topic: string, partition: number, offset: string) => void;
+  /**
+   * The consumer's group membership (host/membership.ts): which partitions are this member's,
+   * and the stop signal that ends every wait at once. A heartbeat that says the member is no
+   * longer in the generation revokes its partitions here.
+   */
+  readonly membership: Pick<Membership, 'owns' | 'generation' | 'stopSignal' | 'revoke'>;
+  /**
+   * The offsets this member read as committed when it was assigned the partition (the floor no
+   * commit of this generation may go below); `undefined` when none was read. See ./offset-commits.ts.
+   */
+  readonly committedAtAssignment?: (partition: number) => Promise<bigint | undefined>;
   /** Events invoked at the same time over all partitions (the database pool, or Lambda's concurrency). */
   readonly concurrency: number;
 }
@@ -143,19 +156,41 @@ function eventsToInvoke(events: readonly HostEvent[], batch: PolledBatchView, ba
 /** Creates the batch loop of one pipeline. */
 export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const { pipeline, settings, invoker, logger, metrics, progress, heartbeatIntervalMs } = options;
-  const commits = createOffsetCommits({ pipeline, logger, metrics, progress, fail: options.fail });
+  const { membership } = options;
+  const commits = createOffsetCommits({
+    pipeline,
+    logger,
+    metrics,
+    progress,
+    fail: options.fail,
+    floorOf: options.committedAtAssignment,
+  });
   const state: BatchLoopState = { redeliveriesInRow: new Map(), commits: commits.state };
 
-  /** Heartbeats the group; false when it failed (a rebalance: the batch is no longer ours to finish). */
+  /**
+   * A heartbeat's failure: one that says the member left the generation (a rebalance, the broker
+   * dropped it) revokes its partitions in the membership, so nothing more of them is written
+   * and nothing of them is sought; any other (a broken connection) leaves them ours.
+   */
+  const heartbeatFailed = (error: unknown) => {
+    const cause = revokeCauseOf(error);
+    if (cause !== undefined) membership.revoke(cause);
+    return cause;
+  };
+
+  /** Heartbeats the group; false when it failed (the rest of the batch is left, to this member or, once revoked, to the next owner). */
   const heartbeatGroup = async (port: BatchPort): Promise<boolean> => {
     try {
       await port.heartbeat();
       return true;
     } catch (error) {
-      logger.info('group heartbeat failed (rebalance?); leaving the rest of the batch to its next owner', {
-        pipeline: pipeline.name,
-        error: String(error),
-      });
+      const cause = heartbeatFailed(error);
+      logger.info(
+        cause === undefined
+          ? 'group heartbeat failed; the rest of the batch is fetched again'
+          : 'group heartbeat says this member left its generation; the rest of the batch is left to its next owner (committed offset)',
+        { pipeline: pipeline.name, partition: port.batch.partition, cause, error: String(error) },
+      );
       return false;
     }
   };
@@ -163,7 +198,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   /** Invokes with the group heartbeated meanwhile: kafkajs has no background heartbeat. */
   const invoke = async (hostEvent: HostEvent, port: BatchPort): Promise<InvocationResult> => {
     const timer = setInterval(() => {
-      port.heartbeat().catch(() => undefined);
+      port.heartbeat().catch(heartbeatFailed);
     }, heartbeatIntervalMs);
     try {
       return await invoker.invoke(hostEvent.event, deadlineIn(settings.maxPollIntervalMs));
@@ -172,11 +207,20 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
     }
   };
 
-  /** Waits before a redelivery, heartbeating; cut short by a stop, a failure, a pause or a rebalance. */
+  /**
+   * Waits before a redelivery, heartbeating; cut short by a stop (at once: the membership's stop
+   * signal), a failure, a pause, or the partition's revoke.
+   */
   const backOff = async (port: BatchPort, delayMs: number) => {
+    const { partition } = port.batch;
     const until = performance.now() + delayMs;
-    while (performance.now() < until && port.isRunning() && !options.halted()) {
-      await sleep(Math.min(WAIT_SLICE_MS, until - performance.now()));
+    const signal = membership.stopSignal;
+    while (performance.now() < until && port.isRunning() && !options.halted() && membership.owns(partition)) {
+      try {
+        await sleep(Math.min(WAIT_SLICE_MS, until - performance.now()), undefined, { signal });
+      } catch {
+        return; // the stop
+      }
       if (!(await heartbeatGroup(port))) return;
     }
   };
@@ -219,6 +263,12 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
       delayMs,
     });
     await backOff(port, delayMs);
+    // Revoked or stopping: the partition's next owner (or this member after its next join)
+    // starts from the committed offset; a seek now would outlive the generation.
+    if (!membership.owns(partition)) {
+      progress.dropped(partition);
+      return;
+    }
     // From here the batch needs a fetch to come back: it no longer excuses a missing one.
     progress.awaitingRedelivery(partition);
     for (const { topic, partition: sought, offset } of decision.redeliver) options.seek(topic, sought, offset);
@@ -290,6 +340,8 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const lanes = createPartitionLanes<BatchPort>({
     concurrency: options.concurrency,
     halted: options.halted,
+    owns: (partition, generation) => membership.owns(partition, generation),
+    generation: () => membership.generation,
     step,
     seek: (partition, offset) => options.seek(pipeline.topic, partition, offset),
     // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.

@@ -6,6 +6,11 @@
  * partition that receives nothing more would keep its stored records uncommitted, and show lag,
  * until a rebalance or a restart delivered them again (docs/design.md section 3, "Offset semantics
  * the host reproduces": a commit failure).
+ *
+ * The last line of defence of "a committed offset never moves back unless an operator moved it":
+ * a commit below the offset this member read as committed when it was assigned the partition
+ * ({@link OffsetCommitsOptions.floorOf}) is a bug of the host; it is refused, logged as one and
+ * counted (`storage_consumer_commits_refused_total`), never sent.
  */
 import { backoffDelayMs } from '../shared/backoff.js';
 import { batchFields } from '../shared/batch-report.js';
@@ -64,10 +69,15 @@ export interface OffsetCommitsState {
 export interface OffsetCommitsOptions {
   readonly pipeline: { readonly name: string; readonly topic: string };
   readonly logger: CoreLogger;
-  readonly metrics?: Pick<PipelineMetrics, 'commitFailed'>;
+  readonly metrics?: Pick<PipelineMetrics, 'commitFailed' | 'commitRefused'>;
   readonly progress: Pick<PipelineProgress, 'committed'>;
   /** Fails the pipeline (once): {@link MAX_COMMIT_FAILURES} commits in a row failed. */
   readonly fail: (message: string, cause: unknown, place: CommitPlace) => void;
+  /**
+   * The offset this member read as committed when it was assigned `partition` in its current
+   * generation (`undefined`: none, or it could not be read): no commit goes below it.
+   */
+  readonly floorOf?: (partition: number) => Promise<bigint | undefined>;
 }
 
 /** The commits of one pipeline. */
@@ -90,7 +100,34 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
   let retryTimer: NodeJS.Timeout | undefined;
   const nextRetryInMs = () => backoffDelayMs(state.retries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
 
-  const send = async (port: CommitPort, offsets: readonly PartitionOffset[]) => {
+  /** The offsets at or above their partition's floor; the others are refused (a bug: see the file's comment). */
+  const aboveFloor = async (offsets: readonly PartitionOffset[], place: CommitPlace): Promise<readonly PartitionOffset[]> => {
+    if (options.floorOf === undefined) return offsets;
+    const kept: PartitionOffset[] = [];
+    for (const entry of offsets) {
+      const floor = await options.floorOf(entry.partition);
+      if (floor === undefined || BigInt(entry.offset) >= floor) {
+        kept.push(entry);
+        continue;
+      }
+      metrics?.commitRefused();
+      logger.error('bug: an offset commit below the committed offset read at assignment was refused, not sent', {
+        pipeline: pipeline.name,
+        ...batchFields(place),
+        commitPartition: entry.partition,
+        offset: entry.offset,
+        committedAtAssignment: floor.toString(),
+        action:
+          'nothing is lost (the commit would have moved the offset back); please report this line: the rows are stored, ' +
+          'and the records below the committed offset were fetched again by a position this member should have forgotten',
+      });
+    }
+    return kept;
+  };
+
+  const send = async (port: CommitPort, requested: readonly PartitionOffset[], place: CommitPlace) => {
+    const offsets = await aboveFloor(requested, place);
+    if (offsets.length === 0) return;
     for (const { partition, offset } of offsets) {
       const asked = BigInt(offset);
       if (asked > (state.askedFor.get(partition) ?? -1n)) state.askedFor.set(partition, asked);
@@ -124,7 +161,7 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
       if (BigInt(pending.offset) < (state.askedFor.get(partition) ?? -1n)) continue;
       const fields = { pipeline: pipeline.name, ...batchFields(pending.place), offset: pending.offset, retry: state.retries };
       try {
-        await send(pending.port, [{ topic: pipeline.topic, partition, offset: pending.offset }]);
+        await send(pending.port, [{ topic: pipeline.topic, partition, offset: pending.offset }], pending.place);
         state.failuresInRow = 0;
         logger.info('offset commit retried: committed', fields);
       } catch (error) {
@@ -144,7 +181,7 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
   // The fetch position was resolved when the batch entered its lane: a commit only commits.
   const commit = async (port: CommitPort, offsets: readonly PartitionOffset[], place: CommitPlace) => {
     try {
-      await send(port, offsets);
+      await send(port, offsets, place);
       state.failuresInRow = 0;
     } catch (error) {
       for (const { partition, offset } of offsets) {

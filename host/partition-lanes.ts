@@ -7,10 +7,14 @@
  *
  * Offsets. A batch's offsets are resolved (the client's next fetch position) when it enters the
  * lane, not when it is stored: commits stay the lane's own, after each stored event, so nothing is
- * committed ahead. Whatever drops events a lane has taken in moves the fetch position back to the
+ * committed ahead. Whatever drops events a lane has taken in while the partition is still this
+ * member's (a pause, a failure, a step that left the rest) moves the fetch position back to the
  * first of them, unless the fetch position already moved back (a redelivery's seek, or a seek
  * still pending): a dropped event is always fetched again, and a partition's writes never
- * overlap or reorder.
+ * overlap or reorder. A partition that is no longer this member's ({@link PartitionLanesOptions.owns}:
+ * revoked by a rebalance, the broker dropped the member, a stop) is dropped without a seek: its
+ * next owner starts from the committed offset, and a seek kept for it would move that offset
+ * back once the partition came back here (host/membership.ts).
  *
  * A rebalance or a leave first drains every lane ({@link PartitionLanes.drain}): the events in
  * flight finish (and commit, or fail to), the waiting ones are dropped without a seek (the new
@@ -45,6 +49,13 @@ export interface PartitionLanesOptions<Port extends LaneBatchPort> {
   readonly concurrency: number;
   /** True when nothing may be invoked now (failed, paused, pause state unread). */
   readonly halted: () => boolean;
+  /**
+   * Whether the partition is this member's to write, in the membership generation the batch was
+   * taken in under (host/membership.ts `owns`): false once it was revoked or a stop began.
+   */
+  readonly owns: (partition: number, generation: number) => boolean;
+  /** The membership generation now: a batch is taken in under it. */
+  readonly generation: () => number;
   /** One event: invoke, decide, commit or redeliver. */
   readonly step: (event: HostEvent, port: Port) => Promise<LaneStepOutcome>;
   /** Moves a partition's fetch position back to `offset`. */
@@ -75,6 +86,8 @@ export interface PartitionLanes<Port extends LaneBatchPort> {
 interface Queued<Port> {
   readonly port: Port;
   readonly events: readonly HostEvent[];
+  /** The membership generation the batch was taken in under. */
+  readonly memberGeneration: number;
 }
 
 interface Lane<Port> {
@@ -137,7 +150,9 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
     return lane;
   };
 
-  const admissible = (port: Port) => !options.halted() && port.isRunning() && !port.isStale();
+  const owned = (partition: number, batch: Queued<Port>) => options.owns(partition, batch.memberGeneration);
+  const admissible = (partition: number, batch: Queued<Port>) =>
+    !options.halted() && owned(partition, batch) && batch.port.isRunning() && !batch.port.isStale();
 
   const wakeRoomWaiters = (lane: Lane<Port>) => {
     for (const wake of lane.roomWaiters.splice(0)) wake();
@@ -145,7 +160,8 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
 
   /**
    * Drops the lane's events not yet invoked (the current batch's from `current.next`, and every
-   * waiting batch); with `seekBack`, moves the fetch position back to the first of them.
+   * waiting batch); with `seekBack`, moves the fetch position back to the first of them. Callers
+   * seek back only while the partition is still this member's.
    */
   const drop = (lane: Lane<Port>, seekBack: boolean) => {
     const current = lane.current;
@@ -170,10 +186,11 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
       }
       const current = lane.current;
       const { port, events } = current.batch;
-      // Halted, stopping or stale: nothing more is invoked; a pending seek already says where the
-      // partition goes on, anything else goes on with the first event not invoked.
-      if (!admissible(port)) {
-        drop(lane, !port.isStale());
+      // Halted, stopping, revoked or stale: nothing more is invoked; a pending seek already says
+      // where the partition goes on; a partition still ours goes on with the first event not
+      // invoked; one no longer ours goes on at its next owner, from the committed offset.
+      if (!admissible(lane.partition, current.batch)) {
+        drop(lane, !port.isStale() && owned(lane.partition, current.batch));
         return;
       }
       const generation = lane.generation;
@@ -183,7 +200,7 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
       // threw: either way the event goes back to the partition's fetch position.
       let outcome: LaneStepOutcome | undefined;
       try {
-        if (lane.generation === generation && admissible(port)) outcome = await options.step(event, port);
+        if (lane.generation === generation && admissible(lane.partition, current.batch)) outcome = await options.step(event, port);
       } catch (error) {
         options.onError(error, event, port);
       } finally {
@@ -193,7 +210,7 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
       if (lane.generation !== generation) return;
       if (outcome !== undefined) current.next += 1;
       if (outcome === 'next') continue;
-      drop(lane, outcome !== 'rewound' && !port.isStale());
+      drop(lane, outcome !== 'rewound' && !port.isStale() && owned(lane.partition, current.batch));
       return;
     }
   };
@@ -213,14 +230,15 @@ export function createPartitionLanes<Port extends LaneBatchPort>(options: Partit
       const last = lastOffsetOf(events);
       if (last === undefined || drained > 0) return;
       const generation = lane.generation;
+      const batch: Queued<Port> = { port, events, memberGeneration: options.generation() };
       while (lane.queue.length >= WAITING_PER_LANE) {
         await new Promise<void>((resolve) => lane.roomWaiters.push(resolve));
         // Dropped while it waited (a pause, a redelivery, a rebalance): it is no longer what comes next.
         if (lane.generation !== generation || drained > 0) return;
       }
-      if (!admissible(port)) return;
+      if (!admissible(partition, batch)) return;
       port.resolveOffset(last);
-      lane.queue.push({ port, events });
+      lane.queue.push(batch);
       kick(lane);
     },
     async whileDrained(work) {

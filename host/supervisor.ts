@@ -35,6 +35,7 @@ import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';
 import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
 import { kafkajsConsumers } from '../kafka/consumer-port.js';
+import { committedOffsets } from '../kafka/lag.js';
 
 /** Exit codes: 0 when no pipeline failed and the stop finished in time, else 1. */
 const EXIT_OK = 0;
@@ -149,6 +150,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         onFailure,
         metrics,
         progress: pipeline.progress,
+        readCommitted: async () => committedOffsets(await admin.connected(), pipeline.settings.group, pipeline.settings.topic),
       });
     }
     // The pause state is read before any consumer joins: a paused pipeline stays paused across

@@ -21,6 +21,8 @@ import type { BatchLoop, BatchPlace } from './batch-loop.js';
 import { createBatchLoop } from './batch-loop.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
+import { Membership } from './membership.js';
+import type { MembershipSnapshot } from './membership.js';
 
 /** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
 const MAX_BYTES_PER_PARTITION = 1_048_576;
@@ -62,6 +64,8 @@ export interface PipelineConsumer {
   setPaused(pause: PipelinePause | undefined): void;
   /** Resolves once no batch taken in is still being written (the batches are written while kafkajs fetches on). */
   idle(): Promise<void>;
+  /** Its group membership now (host/membership.ts). */
+  membership(): MembershipSnapshot;
 }
 
 /** The command that steps over an unreadable batch (docs/operations.md), for its log line. */
@@ -105,6 +109,11 @@ export interface PipelineConsumerOptions {
   readonly metrics?: PipelineMetrics;
   /** The pipeline's progress record (host/progress.ts): this consumer keeps it. */
   readonly progress: PipelineProgress;
+  /**
+   * Reads the group's committed offsets of the topic (partition -> next offset; absent: none).
+   * Read at every assignment: no commit of that generation may go below it (./offset-commits.ts).
+   */
+  readonly readCommitted?: () => Promise<ReadonlyMap<number, bigint>>;
 }
 
 /** What {@link leaveGroup} works on: the consumer, its loop, and whether its leave may be let go after the writes. */
@@ -223,25 +232,56 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     }
   };
 
-  // Whether the consumer holds an assignment: only then can a batch be in flight.
-  let inGroup = false;
+  // The membership's life cycle (host/membership.ts): kafkajs' events are translated into it
+  // here; the lanes, the batch loop, the commits and the progress record read it.
+  const membership = new Membership();
   let memberId: string | undefined;
-  consumer.onRebalancing(() => {
-    inGroup = false;
-    progress.left();
+  /** The committed offsets read at the current assignment: the floor of its commits. */
+  let floors: Promise<ReadonlyMap<number, bigint> | undefined> = Promise.resolve(undefined);
+  const readFloors = (): Promise<ReadonlyMap<number, bigint> | undefined> => {
+    if (options.readCommitted === undefined) return Promise.resolve(undefined);
+    return options.readCommitted().catch((error: unknown) => {
+      logger.warn('could not read the committed offsets at assignment; this generation commits without a floor', {
+        pipeline: pipeline.name,
+        group: pipeline.group,
+        error: String(error),
+      });
+      return undefined;
+    });
+  };
+  membership.onChange(({ to, partitions, generation, cause }) => {
+    if (to === 'joining') progress.left();
+    else if (to === 'revoking') {
+      progress.left();
+      logger.info('partitions revoked: the lanes drain, nothing more of them is written until the next assignment', {
+        pipeline: pipeline.name,
+        group: pipeline.group,
+        cause,
+        generation,
+        partitions,
+      });
+    } else if (to === 'assigned') {
+      floors = readFloors();
+      progress.joined(partitions);
+    }
   });
+  consumer.onRebalancing(() => membership.revoke('rebalance'));
   consumer.onGroupJoin((payload) => {
-    inGroup = true;
-    progress.joined(payload.memberAssignment[pipeline.topic] ?? []);
     memberId = payload.memberId;
+    membership.assigned(payload.memberAssignment[pipeline.topic] ?? []);
     // kafkajs emits this inside the join, before the first fetch of the new assignment; a
     // consumer it restarted after a crash is a new one whose pause state is empty: pause again.
     if (held()) pauseFetching();
-    logger.info('joined the consumer group', { pipeline: pipeline.name, group: payload.groupId, assignment: payload.memberAssignment });
+    logger.info('joined the consumer group', {
+      pipeline: pipeline.name,
+      group: payload.groupId,
+      assignment: payload.memberAssignment,
+      generation: membership.generation,
+    });
   });
   const stopWatchingFetches = onFetchCompleted(pipeline.topic, () => progress.fetched());
   consumer.onCrash((payload) => {
-    inGroup = false;
+    membership.revoke('crashed');
     progress.crashed(payload.error);
     if (payload.restart || stopping) return;
     const verdict = crashFailure(pipeline, payload.error);
@@ -261,6 +301,8 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     fail,
     seek: (topic, partition, offset) => consumer.seek({ topic, partition, offset }),
     concurrency,
+    membership,
+    committedAtAssignment: async (partition) => (await floors)?.get(partition),
   });
 
   return {
@@ -284,8 +326,19 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       }
       // Every join and leave of this consumer (a rebalance, a restart after a crash) waits for
       // the writes in flight: no write of this member overlaps one of the partition's next owner.
+      // A join revokes what the member holds first (nothing more is taken in), then joins once
+      // the lanes drained.
       await runWithGroupGate(
-        (work) => loop.whileDrained(work),
+        (work) => {
+          if (membership.stopping) return loop.whileDrained(work);
+          membership.revoke('rebalance');
+          return loop.whileDrained(() => {
+            membership.joining();
+            const { joins } = membership.snapshot();
+            logger.info('joining the consumer group', { pipeline: pipeline.name, group: pipeline.group, join: joins });
+            return work();
+          });
+        },
         () =>
           consumer.run({
             autoCommit: false,
@@ -304,6 +357,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     memberId: () => memberId,
     idle: () => loop.idle(),
+    membership: () => membership.snapshot(),
     setPaused(next) {
       const first = !pauseKnown;
       pauseKnown = true;
@@ -336,17 +390,25 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     async stop() {
       stopping = true;
+      // Holds an assignment: only then can a batch be in flight, and kafkajs' leave not hang on a join.
+      const assigned = membership.state === 'assigned' || membership.state === 'revoking';
+      // Every wait (a back-off, a pause, a join) ends now; nothing more is taken in.
+      membership.leaving();
       stopWatchingFetches();
       if (failure === undefined) progress.stopped();
-      await leaveGroup({
-        consumer,
-        loop,
-        logger,
-        pipeline,
-        settings,
-        letGo: !inGroup || failure !== undefined,
-        failed: failure !== undefined,
-      });
+      try {
+        await leaveGroup({
+          consumer,
+          loop,
+          logger,
+          pipeline,
+          settings,
+          letGo: !assigned || failure !== undefined,
+          failed: failure !== undefined,
+        });
+      } finally {
+        membership.stopped();
+      }
     },
   };
 }

@@ -67,7 +67,7 @@ async function describeGroup(admin: Admin, group: string, topic: string): Promis
 }
 
 /** The committed offset per partition; a partition without one is absent. */
-async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
+export async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
   const [result] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
   const committed = new Map<number, bigint>();
   for (const { partition, offset } of result?.partitions ?? []) {

@@ -8,6 +8,7 @@ import type { CommitRequest } from '../../../host/offset-commits.js';
 import { COMMIT_RETRY_BASE_MS, MAX_COMMIT_FAILURES } from '../../../host/offset-commits.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
+import { Membership } from '../../../host/membership.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
 
 // The batch loop driven through its port: plain objects in the shape of kafkajs' eachBatch
@@ -69,6 +70,9 @@ function loop(answer: (call: number) => InvocationResult) {
   };
   const silent = () => undefined;
   const progress = new PipelineProgress({ pipeline: 'reviews', topic: 'reviews', group: 'storage-consumer.reviews' });
+  const membership = new Membership();
+  membership.joining();
+  membership.assigned([0, 1, 2]);
   const batchLoop = createBatchLoop({
     pipeline: settings.storage.pipelines.reviews,
     settings,
@@ -80,13 +84,14 @@ function loop(answer: (call: number) => InvocationResult) {
     fail: (text, _cause, place) => failures.push({ message: text, place }),
     seek: (topic, partition, offset) => seeks.push(`${topic}-${partition}@${offset}`),
     concurrency: 3,
+    membership,
   });
   /** One polled batch, handed over and written to the end. */
   const deliver = async (polled: BatchPort) => {
     await batchLoop.eachBatch(polled);
     await batchLoop.idle();
   };
-  return { batchLoop, deliver, invocations, seeks, failures, progress };
+  return { batchLoop, deliver, invocations, seeks, failures, progress, membership };
 }
 
 describe('batch loop (through its port)', () => {
@@ -176,6 +181,80 @@ describe('batch loop (through its port)', () => {
     expect(seeks).toEqual(['reviews-1@3', 'reviews-1@3']);
     expect(batchLoop.state.redeliveriesInRow.get(1)).toBe(2);
     expect(progress.snapshot().inFlight).toMatchObject([{ firstOffset: '3', attempt: 2, busy: false }]);
+  });
+
+  it('a heartbeat that says the group rebalances leaves the rest to the next owner without a seek: no position outlives the generation', async () => {
+    // Prepare: the first event is stored, then the heartbeat answers REBALANCE_IN_PROGRESS
+    const { deliver, invocations, seeks, membership } = loop(() => ok);
+    const polled = port([0, 1, 2, 3], { end: 4 });
+    const rebalancing = Object.assign(new Error('The group is rebalancing'), { type: 'REBALANCE_IN_PROGRESS' });
+    polled.port.heartbeat = async () => {
+      throw rebalancing;
+    };
+
+    // Act
+    await deliver(polled.port);
+
+    // Assess: the stored event is committed; the rest is neither invoked nor sought back
+    expect(invocations).toEqual([[0, 1]]);
+    expect(polled.commits).toEqual(['1@2']);
+    expect(seeks).toEqual([]);
+    expect(membership.state).toBe('revoking');
+    expect(membership.owns(1)).toBe(false);
+  });
+
+  it('a heartbeat that fails for another reason (a broken connection) keeps the partition and seeks the rest back', async () => {
+    // Prepare
+    const { deliver, invocations, seeks, membership } = loop(() => ok);
+    const polled = port([0, 1, 2, 3], { end: 4 });
+    polled.port.heartbeat = async () => {
+      throw new Error('Connection error: read ECONNRESET');
+    };
+
+    // Act
+    await deliver(polled.port);
+
+    // Assess
+    expect(invocations).toEqual([[0, 1]]);
+    expect(seeks).toEqual(['reviews-1@2']);
+    expect(membership.owns(1)).toBe(true);
+  });
+
+  it('a redelivery back-off ends at once on a stop and seeks nothing: the next owner starts from the committed offset', async () => {
+    // Prepare: a transient error with a one-minute back-off
+    const { batchLoop, invocations, seeks, membership, progress } = loop(() => transient);
+    batchLoop.state.redeliveriesInRow.set(1, 20);
+    const polled = port([3, 4]);
+
+    // Act: the stop comes 50 ms into the back-off
+    const began = performance.now();
+    await batchLoop.eachBatch(polled.port);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    membership.leaving();
+    await batchLoop.idle();
+    const tookMs = performance.now() - began;
+
+    // Assess
+    expect(invocations).toEqual([[3, 4]]);
+    expect(tookMs).toBeLessThan(5_000);
+    expect(seeks).toEqual([]);
+    expect(progress.snapshot().inFlight).toEqual([]);
+  });
+
+  it('a redelivery back-off ends on a revoke (the broker dropped the member) without a seek', async () => {
+    // Prepare
+    const { batchLoop, seeks, membership } = loop(() => transient);
+    batchLoop.state.redeliveriesInRow.set(1, 20);
+
+    // Act
+    await batchLoop.eachBatch(port([3, 4]).port);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    membership.revoke('dropped');
+    await batchLoop.idle();
+
+    // Assess
+    expect(seeks).toEqual([]);
+    expect(membership.state).toBe('revoking');
   });
 
   it('a stored event resets the redelivery exponent of its partition', async () => {

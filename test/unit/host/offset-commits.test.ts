@@ -7,7 +7,7 @@ import type { CoreLogger } from '../../../shared/logger.js';
 
 const place = { topic: 'reviews', partition: 1, firstOffset: '10', lastOffset: '19' };
 
-function commits() {
+function commits(floors?: ReadonlyMap<number, bigint>) {
   const lines: Array<{ level: string; message: string; fields: Record<string, unknown> }> = [];
   const record =
     (level: string) =>
@@ -17,14 +17,16 @@ function commits() {
   const committed: string[] = [];
   const failures: string[] = [];
   let commitFailures = 0;
+  let refusedCount = 0;
   const offsetCommits = createOffsetCommits({
     pipeline: { name: 'reviews', topic: 'reviews' },
     logger,
-    metrics: { commitFailed: () => (commitFailures += 1) },
+    metrics: { commitFailed: () => (commitFailures += 1), commitRefused: () => (refusedCount += 1) },
     progress: { committed: (partition, offset) => committed.push(`${partition}@${offset}`) },
     fail: (message) => failures.push(message),
+    floorOf: async (partition) => floors?.get(partition),
   });
-  return { offsetCommits, lines, committed, failures, commitFailures: () => commitFailures };
+  return { offsetCommits, lines, committed, failures, commitFailures: () => commitFailures, refused: () => refusedCount };
 }
 
 /** A port whose first `failing` commits are refused (the coordinator moved); `running` says whether its consumer runs. */
@@ -153,6 +155,25 @@ describe('the offset commits of a pipeline', () => {
     expect(sent).toEqual(['1@20']);
     expect(calls).toBe(3);
     expect(offsetCommits.state.pending.size).toBe(0);
+  });
+
+  it('refuse, never send, a commit below the offset read as committed at assignment: logged as a bug and counted', async () => {
+    // Prepare: partition 1 was committed at 500 when this member was assigned it
+    const { offsetCommits, lines, committed, refused } = commits(new Map([[1, 500n]]));
+    const target = port(0);
+
+    // Act: a stale position brought records below it back, and their commit is asked for; then a proper one
+    await offsetCommits.commit(target.port, [{ topic: 'reviews', partition: 1, offset: '120' }], place);
+    await offsetCommits.commit(target.port, [{ topic: 'reviews', partition: 1, offset: '500' }], place);
+    await offsetCommits.commit(target.port, [{ topic: 'reviews', partition: 2, offset: '3' }], { ...place, partition: 2 });
+
+    // Assess
+    expect(target.sent).toEqual(['1@500', '2@3']);
+    expect(committed).toEqual(['1@500', '2@3']);
+    expect(refused()).toBe(1);
+    expect(
+      lines.filter((line) => line.level === 'error').map((line) => [line.message, line.fields.offset, line.fields.committedAtAssignment]),
+    ).toEqual([['bug: an offset commit below the committed offset read at assignment was refused, not sent', '120', '500']]);
   });
 
   it('fail the pipeline at MAX_COMMIT_FAILURES refused commits in a row, naming the count', async () => {

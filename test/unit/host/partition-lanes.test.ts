@@ -41,9 +41,13 @@ function harness(concurrency = 3) {
   const errors: unknown[] = [];
   let halted = false;
   let throwNext = false;
+  /** The membership as the lanes see it: a generation, and the partitions owned in it (all, unless revoked). */
+  const member = { generation: 1, revoked: new Set<number>() };
   const lanes = createPartitionLanes<TestPort>({
     concurrency,
     halted: () => halted,
+    owns: (partition, generation) => generation === member.generation && !member.revoked.has(partition),
+    generation: () => member.generation,
     step: (hostEvent) => {
       const label = `${hostEvent.partitions[0]?.key}:${hostEvent.partitions[0]?.offsets.join(',')}`;
       started.push(label);
@@ -73,6 +77,11 @@ function harness(concurrency = 3) {
     finish,
     settle,
     halt: (value: boolean) => (halted = value),
+    revoke: (partition: number) => member.revoked.add(partition),
+    assign: () => {
+      member.generation += 1;
+      member.revoked.clear();
+    },
     throwOnNextStep: () => (throwNext = true),
   };
 }
@@ -201,6 +210,41 @@ describe('partition lanes', () => {
     expect(h.running()).toEqual(['t-0:8,9']);
     await h.finish('t-0:8,9');
     await h.lanes.idle();
+  });
+
+  it('a revoked partition: what waits is dropped without a seek (its next owner starts from the committed offset)', async () => {
+    // Prepare: one event in flight, a batch waiting
+    const h = harness();
+    await h.lanes.enqueue(0, port(), [event(0, [7])]);
+    await h.lanes.enqueue(0, port(), [event(0, [8, 9])]);
+
+    // Act: the partition is revoked while the first event is written
+    h.revoke(0);
+    await h.finish('t-0:7');
+    await h.lanes.idle();
+    const afterRevoke = port();
+    await h.lanes.enqueue(0, afterRevoke, [event(0, [8, 9])]);
+
+    // Assess: nothing more invoked, nothing sought, nothing taken in
+    expect(h.started).toEqual(['t-0:7']);
+    expect(h.seeks).toEqual([]);
+    expect(afterRevoke.resolved).toEqual([]);
+  });
+
+  it('a batch taken in under an older generation is not written in the next one', async () => {
+    // Prepare: a batch waits behind the one in flight
+    const h = harness();
+    await h.lanes.enqueue(0, port(), [event(0, [0])]);
+    await h.lanes.enqueue(0, port(), [event(0, [1])]);
+
+    // Act: a new assignment (a generation) while the first is written
+    h.assign();
+    await h.finish('t-0:0');
+    await h.lanes.idle();
+
+    // Assess
+    expect(h.started).toEqual(['t-0:0']);
+    expect(h.seeks).toEqual([]);
   });
 
   it('a seek pending for the partition: the batch is not taken, and a waiting one is dropped without a second seek', async () => {

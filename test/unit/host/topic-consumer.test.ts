@@ -50,7 +50,7 @@ interface Harness {
 async function harness(
   answer: (call: number, event: KafkaEvent) => InvocationResult,
   pauseRead = true,
-  options: { disconnect?: () => Promise<void>; settings?: HostSettings } = {},
+  options: { disconnect?: () => Promise<void>; settings?: HostSettings; join?: boolean } = {},
 ): Promise<Harness> {
   let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
   const seeks: Harness['seeks'] = [];
@@ -120,6 +120,9 @@ async function harness(
   const crash = (payload: ConsumerCrash) => {
     for (const listener of listeners.crash) listener(payload);
   };
+  // kafkajs joins the group inside run(), before the first batch: the member owns partition 1 (the payloads').
+  if (options.join !== false)
+    emit('join', { memberId: 'member-1', groupId: 'storage-consumer.reviews', memberAssignment: { reviews: [1] } });
   return { eachBatch: deliver, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit, crash };
 }
 
@@ -174,7 +177,7 @@ describe('pipeline consumer (the runner)', () => {
   it('fetches and invokes nothing before its pause state was read once, then obeys what was read', async () => {
     // Prepare: a host that could not read pipeline_pauses before the start
     const topic = [{ topic: settings.storage.pipelines.reviews.topic }];
-    const runner = await harness(() => ok, false);
+    const runner = await harness(() => ok, false, { join: false });
     const pause = { pipeline: 'reviews' as const, paused: true, by: 'ops', at: new Date(), reason: null };
 
     // Act: the group is joined and a fetch delivers records before the state is known
