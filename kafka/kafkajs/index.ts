@@ -68,6 +68,14 @@
  *   the rule changes, a backward wall-clock step silences the heartbeats and the member is
  *   dropped (test/unit/kafka/kafkajs/heartbeat-clock.test.ts on kafkajs' own ConsumerGroup,
  *   test/integration/host-clock-step.test.ts).
+ * - For topic ids (./topic-ids.ts): the client's own property keyed by the symbol
+ *   `private:Kafka:createCluster` (`({ allowAutoTopicCreation }) => Cluster`), the cluster's
+ *   `connect()`, `disconnect()` and `brokerPool.seedBroker`, a broker's `versions` (by API key) and
+ *   `connectionPool.send({ request: { apiKey, apiVersion, apiName, encode }, response: { decode, parse } })`,
+ *   which writes request header v1 and hands `decode` the bytes after the correlation id; and
+ *   `kafkajs/src/protocol/encoder.js` (`writeBuffer`). If they change: the host cannot read topic
+ *   ids; a missing factory is logged once and a deleted and re-created topic is no longer noticed.
+ *   Caught by test/integration/host-recreated-topic.test.ts (a re-created topic gets a new id).
  * - For the self-check itself: `kafkajs/src/protocol/encoder.js`, `recordBatch/header/v0/index.js`
  *   and `recordBatch/v0/index.js` (`RecordBatch`) write the probe batch; `kafkajs/package.json`
  *   gives the installed version. If they move, the host refuses to start naming them.
