@@ -329,14 +329,24 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // A join revokes what the member holds first (nothing more is taken in), then joins once
       // the lanes drained.
       await runWithGroupGate(
-        (work) => {
-          if (membership.stopping) return loop.whileDrained(work);
+        (work, step) => {
+          if (step.kind === 'leave' || membership.stopping) return loop.whileDrained(work);
           membership.revoke('rebalance');
-          return loop.whileDrained(() => {
+          return loop.whileDrained(async () => {
             membership.joining();
             const { joins } = membership.snapshot();
             logger.info('joining the consumer group', { pipeline: pipeline.name, group: pipeline.group, join: joins });
-            return work();
+            try {
+              return await work();
+            } finally {
+              // Positions of the last generation: the new one starts from the committed offsets.
+              if (step.forgottenSeeks > 0)
+                logger.info('forgot the seeks of the last generation: every partition starts from its committed offset', {
+                  pipeline: pipeline.name,
+                  group: pipeline.group,
+                  forgottenSeeks: step.forgottenSeeks,
+                });
+            }
           });
         },
         () =>
