@@ -13,7 +13,6 @@ import type { PipelineSettings } from '../config/pipeline-settings.js';
 import { PipelineFailedError } from './pipeline-failure.js';
 import { UnreadableBatchError } from '../kafka/kafkajs/codecs.js';
 import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from '../kafka/kafkajs/fetch-probe.js';
-import { runWithGroupGate } from '../kafka/kafkajs/group-gate.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import { batchFields } from '../shared/batch-report.js';
@@ -328,8 +327,19 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // the writes in flight: no write of this member overlaps one of the partition's next owner.
       // A join revokes what the member holds first (nothing more is taken in), then joins once
       // the lanes drained.
-      await runWithGroupGate(
-        (work, step) => {
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: concurrency,
+        eachBatch: async (payload) => {
+          try {
+            await loop.eachBatch(payload);
+          } catch (error) {
+            // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
+            fail(`unexpected error in the host: ${String(error)}`, error);
+          }
+        },
+        gate: (work, step) => {
           if (step.kind === 'leave' || membership.stopping) return loop.whileDrained(work);
           membership.revoke('rebalance');
           return loop.whileDrained(async () => {
@@ -349,21 +359,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
             }
           });
         },
-        () =>
-          consumer.run({
-            autoCommit: false,
-            eachBatchAutoResolve: false,
-            partitionsConsumedConcurrently: concurrency,
-            eachBatch: async (payload) => {
-              try {
-                await loop.eachBatch(payload);
-              } catch (error) {
-                // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
-                fail(`unexpected error in the host: ${String(error)}`, error);
-              }
-            },
-          }),
-      );
+      });
     },
     memberId: () => memberId,
     idle: () => loop.idle(),

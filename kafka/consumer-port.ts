@@ -5,6 +5,10 @@
  * {@link kafkajsConsumers} and the `eachBatch` payload it hands over (host/batch-loop.ts `BatchPort`).
  */
 import type { ConsumerConfig, ConsumerRunConfig, Kafka } from 'kafkajs';
+import type { GroupGate } from './kafkajs/group-gate.js';
+import { runWithGroupGate } from './kafkajs/group-gate.js';
+
+export type { GroupGate, GroupStep } from './kafkajs/group-gate.js';
 
 /** The member's place after a join: its id, its group and its partitions per topic. */
 export interface GroupJoin {
@@ -23,9 +27,15 @@ export interface ConsumerCrash {
 export interface ConsumerPort {
   connect(): Promise<void>;
   subscribe(subscription: { topics: string[]; fromBeginning: boolean }): Promise<void>;
-  /** Joins the group and consumes; `eachBatch` gets one partition's polled batch at a time. */
+  /**
+   * Joins the group and consumes; `eachBatch` gets one partition's polled batch at a time. Every
+   * join (the first included) and the leave of a stop pass `gate` first: the host drains its
+   * writes there, and a join starts from the committed offsets (the client forgets its seeks).
+   */
   run(
-    config: Pick<ConsumerRunConfig, 'autoCommit' | 'eachBatchAutoResolve' | 'partitionsConsumedConcurrently' | 'eachBatch'>,
+    config: Pick<ConsumerRunConfig, 'autoCommit' | 'eachBatchAutoResolve' | 'partitionsConsumedConcurrently' | 'eachBatch'> & {
+      readonly gate: GroupGate;
+    },
   ): Promise<void>;
   /** Moves a partition's fetch position (the next fetch of it starts at `offset`). */
   seek(position: { topic: string; partition: number; offset: string }): void;
@@ -50,7 +60,7 @@ export function kafkajsConsumers(kafka: Kafka): ConsumerFactory {
     return {
       connect: () => consumer.connect(),
       subscribe: (subscription) => consumer.subscribe(subscription),
-      run: (runConfig) => consumer.run(runConfig),
+      run: ({ gate, ...runConfig }) => runWithGroupGate(gate, () => consumer.run(runConfig)),
       seek: (position) => consumer.seek(position),
       pause: (topics) => consumer.pause(topics),
       resume: (topics) => consumer.resume(topics),
