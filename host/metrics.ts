@@ -9,6 +9,8 @@ import type { PipelineName } from '../shared/pipelines.js';
 import { systemClock } from './clock.js';
 import type { ProgressSnapshot, ProgressVerdict } from './progress.js';
 import { PIPELINE_STATES } from './progress.js';
+import type { ProcessStalls } from './process-stalls.js';
+import { processStallsOf } from './process-stalls.js';
 
 /**
  * The host's Prometheus metric names (an interface: dashboards and alerts use them). Labels
@@ -32,6 +34,12 @@ export const HOST_METRIC_NAMES = {
   pipelinePaused: 'storage_consumer_pipeline_paused',
   pausedSince: 'storage_consumer_pipeline_paused_since_seconds',
   buildInfo: 'storage_consumer_build_info',
+} as const;
+
+/** The metrics of the host process itself, without a `pipeline` label: its own stalls (host/process-stalls.ts). */
+export const PROCESS_STALL_METRIC_NAMES = {
+  stalls: 'storage_consumer_process_stalls_total',
+  stalledSeconds: 'storage_consumer_process_stalled_seconds_total',
 } as const;
 
 /** Values of the `outcome` label of `storage_consumer_records_total`. */
@@ -101,12 +109,14 @@ export interface HostMetrics {
  * pipeline's state (up, lag, ages, crashes) are read from `view` at each scrape, synchronously:
  * a scrape never waits for Kafka or PostgreSQL (the lag comes from the host's background
  * reading, see host/supervisor.ts, and its age says how old it is). `now` is the monotonic clock
- * of the records (host/clock.ts): ages are durations.
+ * of the records (host/clock.ts): ages are durations. `stalls` are the process's own (the records
+ * and watches share them): counted from 0 at the start.
  */
 export function createHostMetrics(
   pipelines: readonly PipelineName[],
   view: () => readonly PipelineView[] = () => [],
   now: () => number = systemClock.monotonic,
+  stalls: ProcessStalls = processStallsOf(systemClock),
 ): HostMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -254,6 +264,26 @@ export function createHostMetrics(
       const entries = views();
       this.reset();
       for (const pipeline of pipelines) this.inc({ pipeline }, entries.get(pipeline)?.snapshot.crashesTotal ?? 0);
+    },
+  });
+  new Counter({
+    name: PROCESS_STALL_METRIC_NAMES.stalls,
+    help: 'Times the host process itself did not run for seconds (SIGSTOP, a suspended VM, a long pause); each restarts every bound',
+    registers: [registry],
+    collect() {
+      // A scrape right after a stall counts it, before any watch's tick has.
+      stalls.observe();
+      this.reset();
+      this.inc(stalls.totals().count);
+    },
+  });
+  new Counter({
+    name: PROCESS_STALL_METRIC_NAMES.stalledSeconds,
+    help: `Seconds in which the host process itself did not run, summed over ${PROCESS_STALL_METRIC_NAMES.stalls}`,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stalls.totals().seconds);
     },
   });
   new Gauge({

@@ -1,8 +1,9 @@
 /**
  * The once-a-second watch over one pipeline's progress record (./progress.ts): it turns the
  * record's verdict into the heartbeat file, the WARN lines (`pipeline not fetching`, `pipeline
- * stalled`, a long attempt) and the failure past the fetch bound. The rules themselves live in
- * ./progress.ts; docs/operations.md, "The rules behind the signals", states them.
+ * stalled`, a long attempt, a stall of the process itself) and the failure past a bound. The
+ * rules themselves live in ./progress.ts; docs/operations.md, "The rules behind the signals",
+ * states them.
  */
 import type { CoreLogger } from '../shared/logger.js';
 import type { Clock } from './clock.js';
@@ -11,6 +12,7 @@ import type { Heartbeat } from '../host-api/heartbeat-files.js';
 import type { InFlightBatch, PipelineProgress, PipelineState, ProgressBounds } from './progress.js';
 import { batchFields } from '../shared/batch-report.js';
 import { describeBatch, evaluateProgress } from './progress.js';
+import { STALL_LATENESS_MS } from './process-stalls.js';
 
 /** How often a watch looks at its record. */
 const TICK_MS = 1_000;
@@ -52,14 +54,19 @@ const batchLog = (batch: InFlightBatch, now: number) => ({
  * Applies the rules of host/progress.ts to one pipeline, once a second, from the start of the
  * host to its end: writes the heartbeat file while the pipeline has not ended (so the file goes
  * stale exactly when the pipeline failed or stopped, or the process no longer turns), fails the
- * pipeline past the fetch failure bound, logs a WARN on entering NOT_FETCHING or STALLED and
- * repeats it for a stall at least once a minute, and warns once per attempt that outlives half
- * its budget. Returns the function that stops the watch.
+ * pipeline past the fetch failure bound (or the join's), logs a WARN on entering NOT_FETCHING or
+ * STALLED and repeats it for a stall at least once a minute, and warns once per running attempt
+ * that outlives half its budget. It also watches the process itself (host/process-stalls.ts): a
+ * tick far later than due means the process did not run; the first watch to see that logs it
+ * once, and the record restarts every bound from the resume. Returns the function that stops
+ * the watch.
  */
 export function watchProgress(options: ProgressWatchOptions): () => void {
   const { progress, bounds, heartbeat, logger, attemptBudgetMs } = options;
   const clock = options.clock ?? systemClock;
   const now = () => clock.monotonic();
+  const tickMs = options.tickMs ?? TICK_MS;
+  const stalls = progress.stalls;
   let previous: PipelineState | undefined;
   let lastStallWarnAt = -Infinity;
   let failed = false;
@@ -67,6 +74,17 @@ export function watchProgress(options: ProgressWatchOptions): () => void {
 
   const tick = () => {
     const at = now();
+    stalls.observe(at);
+    for (const stall of stalls.takeUnreported()) {
+      logger.warn(
+        `the host itself did not run for ${Math.round(stall.ms / 1000)} s (stopped, suspended or paused); every bound restarts now`,
+        {
+          stalledMs: Math.round(stall.ms),
+          thresholdMs: tickMs + STALL_LATENESS_MS,
+          stallsTotal: stalls.totals().count,
+        },
+      );
+    }
     const snapshot = progress.snapshot();
     const verdict = evaluateProgress(snapshot, bounds, at);
     if (!ENDED.has(verdict.state)) heartbeat.beat();
@@ -99,9 +117,10 @@ export function watchProgress(options: ProgressWatchOptions): () => void {
         ...(verdict.oldestInFlight ? batchLog(verdict.oldestInFlight, at) : {}),
       });
     }
+    // Only a running attempt: a batch in its back-off, or waiting for its redelivery, runs nothing.
     for (const batch of snapshot.inFlight) {
       const key = `${batch.partition}:${batch.firstOffset}:${batch.attempt}`;
-      if (at - batch.attemptStartedAt > attemptBudgetMs / 2 && !warnedAttempts.has(key)) {
+      if (batch.attempting && at - batch.attemptStartedAt > attemptBudgetMs / 2 && !warnedAttempts.has(key)) {
         warnedAttempts.add(key);
         logger.warn('batch attempt past half its budget', {
           pipeline: name,
@@ -113,8 +132,12 @@ export function watchProgress(options: ProgressWatchOptions): () => void {
     }
     if (warnedAttempts.size > 1_000) warnedAttempts.clear();
   };
+  const unwatchStalls = stalls.watch(tickMs);
   tick();
-  const timer = setInterval(tick, options.tickMs ?? TICK_MS);
+  const timer = setInterval(tick, tickMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    clearInterval(timer);
+    unwatchStalls();
+  };
 }

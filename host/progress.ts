@@ -13,12 +13,15 @@
 import type { PipelineName } from '../shared/pipelines.js';
 import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
+import type { ProcessStalls } from './process-stalls.js';
+import { processStallsOf } from './process-stalls.js';
 
 /**
  * A pipeline's state as the signals report it (Kafka Connect's vocabulary where it fits):
- * - `STARTING`: created, not yet in its consumer group for the first time, or its pause state
+ * - `STARTING`: created, its consumer connecting (no join begun yet), or its pause state
  *   (`pipeline_pauses`) not read yet (it fetches nothing until it is);
- * - `JOINING`: between a rebalance or a consumer restart and the next assignment;
+ * - `JOINING`: a join under way (every join: the first, after a rebalance, after the broker
+ *   dropped the member, after a consumer restart) until the assignment;
  * - `RUNNING`: in its group and fetching;
  * - `NOT_FETCHING`: no fetch completed for `STORAGE_FETCH_UNREADY_AFTER_MS` (crash loop,
  *   deleted topic, lost authorization, unreachable broker);
@@ -40,8 +43,9 @@ export interface ProgressBounds {
   /** Lag and no stored batch for this long: stalled (not ready, `pipeline_up` 0, a WARN each minute). */
   readonly stallAfterMs: number;
   /**
-   * A rebalance excuses the missing fetch for at most this long (kafkajs gives a JoinGroup up
-   * after the rebalance timeout plus 5 s); past it the fetch clock runs. `undefined`: no limit.
+   * How long a join may take (from the moment it begins to the assignment): the rebalance timeout
+   * (`STORAGE_MAX_POLL_INTERVAL_MS` + 10 s) plus the 5 s kafkajs waits beyond it for a JoinGroup
+   * (host/supervisor.ts). A member whose join outlasts it has failed. `undefined`: no limit.
    */
   readonly rebalanceTimeoutMs?: number;
 }
@@ -67,6 +71,11 @@ export interface InFlightBatch {
   readonly attempt: number;
   /** When the current attempt began (monotonic ms). */
   readonly attemptStartedAt: number;
+  /**
+   * An attempt runs now (an invocation): true from its start until it was stored or not stored;
+   * false during the back-off after a failed attempt and while the batch waits for its redelivery.
+   */
+  readonly attempting: boolean;
   /**
    * The consumer loop holds the batch: an attempt runs, or it backs off before the redelivery
    * (heartbeating the group). False once the loop let go of it to fetch it again: a batch that
@@ -98,6 +107,13 @@ export interface PartitionProgress {
 
 /** Whether the pipeline's pause state (`pipeline_pauses`) was read, and what it says. */
 export type PauseState = 'unknown' | 'paused' | 'running';
+
+/**
+ * Why the join under way began: the consumer's first join, a rebalance, the broker dropped this
+ * member (a heartbeat or commit answered unknown member / illegal generation), or another rejoin
+ * (a consumer kafkajs restarted, a join kafkajs began by itself).
+ */
+export type JoinCause = 'first' | 'rebalance' | 'dropped' | 'rejoin';
 
 /** A frozen copy of the record at one moment: what every signal reads. All times are monotonic ms unless named `...WallAt`. */
 export interface ProgressSnapshot {
@@ -131,10 +147,17 @@ export interface ProgressSnapshot {
    * crashed since its last progress.
    */
   readonly fetchClockFrom: number | undefined;
-  /** The consumer crashed since the pipeline last made progress (a fetch, a stored batch, a join): a rebalance then excuses nothing. */
+  /** The consumer crashed since the pipeline last made progress (a fetch, a stored batch, a standby's join): no join excuses it. */
   readonly crashedSinceProgress: boolean;
-  /** When the rebalance that excuses the missing fetch began; `undefined` outside one. */
-  readonly rebalancingSince: number | undefined;
+  /** When the join under way began (a rebalance, a drop or the join itself); `undefined` while none is. */
+  readonly joiningSince: number | undefined;
+  /** Why the join under way began; `undefined` while none is. */
+  readonly joinCause: JoinCause | undefined;
+  /**
+   * When the process last ran again after a stall of its own (host/process-stalls.ts: SIGSTOP, a
+   * suspended VM, a long pause); every clock of the rules restarts there. `undefined`: never.
+   */
+  readonly runningSince: number | undefined;
   /** The last fetch from the broker that returned without error. */
   readonly lastFetchAt: number | undefined;
   /** The last time a batch ended (stored, not stored, or dropped). */
@@ -206,7 +229,8 @@ export class PipelineProgress {
   private joinedAt: number | undefined;
   private fetchClockFrom: number | undefined;
   private crashedSinceProgress = false;
-  private rebalancingSince: number | undefined;
+  private joiningSince: number | undefined;
+  private joinCause: JoinCause | undefined;
   private lastFetchAt: number | undefined;
   private lastBatchEndAt: number | undefined;
   private lastStoredAt: number | undefined;
@@ -218,12 +242,22 @@ export class PipelineProgress {
   private lagReadAt: number | undefined;
   private lastError: RecordedError | undefined;
   private lastBeatAt: number | undefined;
+  /** The stalls of the process (shared by every record on the same clock); every snapshot observes them. */
+  readonly stalls: ProcessStalls;
 
-  constructor(options: { readonly pipeline: PipelineName; readonly topic: string; readonly group: string; readonly clock?: Clock }) {
+  constructor(options: {
+    readonly pipeline: PipelineName;
+    readonly topic: string;
+    readonly group: string;
+    readonly clock?: Clock;
+    /** Default: the process's, {@link processStallsOf} the clock. */
+    readonly stalls?: ProcessStalls;
+  }) {
     this.pipeline = options.pipeline;
     this.topic = options.topic;
     this.group = options.group;
     this.clock = options.clock ?? systemClock;
+    this.stalls = options.stalls ?? processStallsOf(this.clock);
     this.createdAt = this.now();
   }
 
@@ -271,7 +305,10 @@ export class PipelineProgress {
     if (!this.crashedSinceProgress) this.progressed(at);
   }
 
-  /** The kafkajs consumer is being started (after migrations): a fetch is expected from now. */
+  /**
+   * The kafkajs consumer is being started (after migrations): a fetch is expected from now, while
+   * it connects; its first {@link joining} takes that back until the assignment.
+   */
   consumerStarted(): void {
     if (this.consumerStartedAt !== undefined) return;
     this.consumerStartedAt = this.now();
@@ -279,10 +316,10 @@ export class PipelineProgress {
   }
 
   /**
-   * The consumer joined its group with these partitions of the topic. No partitions: a standby,
-   * which expects no fetch (its join is its progress). Partitions after a time in which no fetch
-   * was expected (a standby, a rebalance in good standing): the full bound from now. After a crash
-   * or at the start, the clock that already runs goes on (a crash loop that rejoins every time
+   * The consumer joined its group with these partitions of the topic: the join is over. No
+   * partitions: a standby, which expects no fetch (its join is its progress). Partitions after a
+   * time in which no fetch was expected (a standby, a join in good standing): the full bound from
+   * now. After a crash, the clock that already runs goes on (a crash loop that rejoins every time
    * still fails).
    */
   joined(partitions: readonly number[]): void {
@@ -294,7 +331,8 @@ export class PipelineProgress {
     for (const number of next) this.partition(number).heldSince ??= at;
     this.assignment = next;
     this.joinedAt = at;
-    this.rebalancingSince = undefined;
+    this.joiningSince = undefined;
+    this.joinCause = undefined;
     if (next.length === 0) {
       this.fetchClockFrom = undefined;
       this.crashedSinceProgress = false;
@@ -303,12 +341,40 @@ export class PipelineProgress {
     for (const partition of this.inFlight.keys()) if (!next.includes(partition)) this.inFlight.delete(partition);
   }
 
-  /** A rebalance began: no fetch is expected until the next assignment, unless the consumer crashed since its last progress. */
-  left(): void {
+  /**
+   * Out of the group until the next assignment, for `cause`: from now no fetch is expected, for
+   * up to the join's bound (`rebalanceTimeoutMs`), unless the consumer crashed since its last
+   * progress (then the fetch clock goes on). A join already under way keeps its start and cause.
+   */
+  private outOfGroup(cause: JoinCause): void {
     this.assignment = undefined;
-    if (this.crashedSinceProgress) return;
-    this.fetchClockFrom = undefined;
-    this.rebalancingSince ??= this.now();
+    this.joiningSince ??= this.now();
+    this.joinCause ??= cause;
+    if (!this.crashedSinceProgress) this.fetchClockFrom = undefined;
+  }
+
+  /**
+   * A join begins (the consumer's gate around kafkajs' join and sync): every join, the first
+   * included, a rebalance's, and a rejoin after the broker dropped this member. No fetch is
+   * expected until the assignment, for up to `rebalanceTimeoutMs` from the moment the member left
+   * its assignment (or this join began); a member whose join outlasts that has failed.
+   */
+  joining(): void {
+    this.outOfGroup(this.joinedAt === undefined ? 'first' : 'rejoin');
+  }
+
+  /** A rebalance began (the member's partitions are revoked): as {@link joining}, the rebalance its cause. */
+  left(): void {
+    this.outOfGroup('rebalance');
+  }
+
+  /**
+   * The broker dropped this member (a heartbeat or a commit answered unknown member or illegal
+   * generation): it holds no partitions and is not ready, saying so, until it rejoined; the
+   * rejoin is a join like any other ({@link joining}).
+   */
+  memberDropped(): void {
+    this.outOfGroup('dropped');
   }
 
   /** A fetch from the broker returned without error. */
@@ -326,7 +392,8 @@ export class PipelineProgress {
     this.crashesTotal += 1;
     this.crashedSinceProgress = true;
     this.assignment = undefined;
-    this.rebalancingSince = undefined;
+    this.joiningSince = undefined;
+    this.joinCause = undefined;
     this.fetchClockFrom ??= this.now();
     this.lastError = recordError(error, this.clock.wall());
   }
@@ -354,6 +421,7 @@ export class PipelineProgress {
       startedWallAt: same ? previous.startedWallAt : this.clock.wall(),
       attempt: same ? previous.attempt + 1 : 1,
       attemptStartedAt: at,
+      attempting: true,
       busy: true,
       retries: 0,
       lastError: same ? previous.lastError : undefined,
@@ -411,7 +479,7 @@ export class PipelineProgress {
     const entry = this.inFlight.get(partition);
     const recorded = recordError(error, this.clock.wall());
     this.lastError = recorded;
-    if (entry !== undefined) this.inFlight.set(partition, { ...entry, lastError: recorded });
+    if (entry !== undefined) this.inFlight.set(partition, { ...entry, attempting: false, lastError: recorded });
   }
 
   /**
@@ -492,8 +560,9 @@ export class PipelineProgress {
     this.assignment = undefined;
   }
 
-  /** A frozen copy of the record now. */
+  /** A frozen copy of the record now (observing the process's stalls first: a reader right after one sees its resume). */
   snapshot(): ProgressSnapshot {
+    const runningSince = this.stalls.observe(this.now());
     return Object.freeze({
       pipeline: this.pipeline,
       topic: this.topic,
@@ -511,7 +580,9 @@ export class PipelineProgress {
       joinedAt: this.joinedAt,
       fetchClockFrom: this.fetchClockFrom,
       crashedSinceProgress: this.crashedSinceProgress,
-      rebalancingSince: this.rebalancingSince,
+      joiningSince: this.joiningSince,
+      joinCause: this.joinCause,
+      runningSince,
       lastFetchAt: this.lastFetchAt,
       lastBatchEndAt: this.lastBatchEndAt,
       lastStoredAt: this.lastStoredAt,
@@ -546,21 +617,20 @@ function oldest(snapshot: ProgressSnapshot): InFlightBatch | undefined {
   return found;
 }
 
+/** The latest of `times` and the process's last resume after a stall of its own: every clock of the rules starts there at the earliest. */
+function since(snapshot: ProgressSnapshot, ...times: ReadonlyArray<number | undefined>): number {
+  return Math.max(snapshot.runningSince ?? -Infinity, ...times.map((time) => time ?? -Infinity));
+}
+
 /**
  * How long a partition has had lag without a stored batch while this member could work on it:
  * measured from the latest of the lag's start, its last stored batch, the moment the partition
- * became ours and the pipeline's resume (0 when it has no lag, or is not ours).
+ * became ours, the pipeline's resume and the process's (0 when it has no lag, or is not ours).
  */
 function stallOf(snapshot: ProgressSnapshot, partition: PartitionProgress, now: number): number {
   if (partition.pendingSince === undefined || (partition.lag ?? 0) <= 0) return 0;
   if (!snapshot.assignment?.includes(partition.partition)) return 0;
-  const from = Math.max(
-    partition.pendingSince,
-    partition.lastStoredAt ?? -Infinity,
-    partition.heldSince ?? -Infinity,
-    snapshot.resumedAt ?? -Infinity,
-  );
-  return Math.max(0, now - from);
+  return Math.max(0, now - since(snapshot, partition.pendingSince, partition.lastStoredAt, partition.heldSince, snapshot.resumedAt));
 }
 
 /**
@@ -568,23 +638,46 @@ function stallOf(snapshot: ProgressSnapshot, partition: PartitionProgress, now: 
  * signals"): from the consumer's start while the pause state is unknown (the pipeline cannot
  * make progress until it is read); 0 while paused, while the loop holds a batch (an attempt or
  * its back-off: the attempt's own deadline bounds it) and the consumer has not crashed since, and
- * while no fetch is expected (a standby, a rebalance in good standing); otherwise from the fetch
- * clock, restarted by the resume.
+ * while no fetch is expected (a standby, a join in good standing: the join has its own bound,
+ * {@link joiningOf}); otherwise from the fetch clock, restarted by the pipeline's resume and the
+ * process's.
  */
-function notFetchingOf(snapshot: ProgressSnapshot, bounds: ProgressBounds, now: number): number {
-  const since = snapshot.consumerStartedAt;
-  if (since === undefined || snapshot.ended !== undefined) return 0;
-  if (snapshot.pause === 'unknown') return Math.max(0, now - since);
+function notFetchingOf(snapshot: ProgressSnapshot, now: number): number {
+  const started = snapshot.consumerStartedAt;
+  if (started === undefined || snapshot.ended !== undefined) return 0;
+  if (snapshot.pause === 'unknown') return Math.max(0, now - since(snapshot, started));
   if (snapshot.pause === 'paused') return 0;
   // A batch the loop holds excuses the missing fetch, unless the consumer crashed since its last
   // progress: then only storing that batch (or a fetch) is progress.
   if (!snapshot.crashedSinceProgress && snapshot.inFlight.some((batch) => batch.busy)) return 0;
-  let from = snapshot.fetchClockFrom;
-  // A rebalance that outlasts the broker's own limit on it no longer excuses anything.
-  if (from === undefined && snapshot.rebalancingSince !== undefined && bounds.rebalanceTimeoutMs !== undefined)
-    from = snapshot.rebalancingSince + bounds.rebalanceTimeoutMs;
-  if (from === undefined) return 0;
-  return Math.max(0, now - Math.max(from, snapshot.resumedAt ?? -Infinity));
+  if (snapshot.fetchClockFrom === undefined) return 0;
+  return Math.max(0, now - since(snapshot, snapshot.fetchClockFrom, snapshot.resumedAt));
+}
+
+/**
+ * How long the join under way has lasted, as its bound measures it: from the moment the member
+ * left its assignment (or the join began), or the process's resume; 0 outside a join, and after a
+ * crash since the last progress (the fetch clock measures that member).
+ */
+function joiningOf(snapshot: ProgressSnapshot, now: number): number {
+  if (snapshot.joiningSince === undefined || snapshot.crashedSinceProgress || snapshot.ended !== undefined) return 0;
+  return Math.max(0, now - since(snapshot, snapshot.joiningSince));
+}
+
+/** Why a member is out of its group while it joins, by the join's cause. */
+function joiningCause(snapshot: ProgressSnapshot, now: number): string {
+  const group = snapshot.group;
+  const forMs = seconds(now - (snapshot.joiningSince ?? now));
+  switch (snapshot.joinCause) {
+    case 'first':
+      return `joining its consumer group ${group} for ${forMs} (the first join; no fetch is expected until the assignment)`;
+    case 'dropped':
+      return `not in its consumer group ${group} for ${forMs} (the broker dropped this member; rejoining)`;
+    case 'rebalance':
+      return `not in its consumer group ${group} for ${forMs} (rebalancing)`;
+    default:
+      return `not in its consumer group ${group} for ${forMs} (rejoining)`;
+  }
 }
 
 /**
@@ -599,7 +692,7 @@ export function evaluateProgress(
   now: number = systemClock.monotonic(),
 ): ProgressVerdict {
   const oldestInFlight = oldest(snapshot);
-  const notFetchingMs = notFetchingOf(snapshot, bounds, now);
+  const notFetchingMs = notFetchingOf(snapshot, now);
   const verdict = (state: PipelineState, causes: string[], failure?: string): ProgressVerdict => ({
     state,
     ready: state === 'RUNNING' || state === 'PAUSED',
@@ -613,6 +706,15 @@ export function evaluateProgress(
   if (snapshot.ended === 'failed')
     return verdict('FAILED', [`${name}: failed${snapshot.lastError ? `: ${snapshot.lastError.message}` : ''}`]);
   if (snapshot.ended === 'stopped') return verdict('STOPPED', [`${name}: stopped`]);
+  // A join past its bound has failed, paused or not: the coordinator gave up on this member long ago.
+  const joiningMs = joiningOf(snapshot, now);
+  if (bounds.rebalanceTimeoutMs !== undefined && joiningMs > bounds.rebalanceTimeoutMs) {
+    // Whole seconds rounded up: the line says the join is longer than its bound, in the bound's unit.
+    const cause =
+      `joining consumer group ${snapshot.group} for ${Math.ceil(joiningMs / 1000)} s, longer than the rebalance timeout allows ` +
+      `(STORAGE_MAX_POLL_INTERVAL_MS + 10 s, and kafkajs' 5 s = ${seconds(bounds.rebalanceTimeoutMs)})`;
+    return verdict('FAILED', [`${name}: ${cause}`], cause);
+  }
   if (snapshot.paused) return verdict('PAUSED', []);
   const crashes =
     snapshot.crashesSinceFetch > 0
@@ -624,15 +726,11 @@ export function evaluateProgress(
       ? ''
       : `, a batch waits for its redelivery (partition ${waiting.partition} offsets ${waiting.firstOffset}..${waiting.lastOffset})`;
   const unread = `pause state not read yet${snapshot.pauseUnreadable === undefined ? '' : ` (${snapshot.pauseUnreadable})`}`;
-  const rebalancing =
-    snapshot.fetchClockFrom === undefined && snapshot.rebalancingSince !== undefined
-      ? ` (rebalancing for ${seconds(now - snapshot.rebalancingSince)}, longer than the rebalance timeout)`
-      : '';
   const none = snapshot.lastFetchAt === undefined ? ' (none since the start)' : '';
   const fetchAge =
     snapshot.pause === 'unknown'
       ? `${unread}, nothing fetched for ${seconds(notFetchingMs)}`
-      : `no fetch completed for ${seconds(notFetchingMs)}${none}${rebalancing}`;
+      : `no fetch completed for ${seconds(notFetchingMs)}${none}`;
   if (notFetchingMs > bounds.fetchFailAfterMs) {
     const cause = `${fetchAge}${crashes}${redelivery} (STORAGE_FETCH_FAIL_AFTER_MS=${bounds.fetchFailAfterMs})`;
     return verdict('FAILED', [`${name}: ${cause}`], cause);
@@ -647,8 +745,8 @@ export function evaluateProgress(
     if (stall > bounds.stallAfterMs)
       stalled.push(`partition ${partition.partition}: lag ${partition.lag} and no stored batch for ${seconds(stall)}`);
   }
-  // A batch kept across a pause is measured from the resume: nothing could store it meanwhile.
-  const batchStall = oldestInFlight === undefined ? 0 : now - Math.max(oldestInFlight.startedAt, snapshot.resumedAt ?? -Infinity);
+  // A batch kept across a pause (or a stall of the process) is measured from the resume: nothing could store it meanwhile.
+  const batchStall = oldestInFlight === undefined ? 0 : now - since(snapshot, oldestInFlight.startedAt, snapshot.resumedAt);
   if (
     oldestInFlight !== undefined &&
     batchStall > bounds.stallAfterMs &&
@@ -660,6 +758,7 @@ export function evaluateProgress(
     const batch = oldestInFlight === undefined ? '' : `; in flight: ${describeBatch(oldestInFlight, now)}`;
     return verdict('STALLED', [`${name}: stalled: ${stalled.join('; ')}${batch}`]);
   }
+  if (snapshot.joiningSince !== undefined) return verdict('JOINING', [`${name}: ${joiningCause(snapshot, now)}`]);
   if (snapshot.joinedAt === undefined) return verdict('STARTING', [`${name}: not yet in its consumer group ${snapshot.group}`]);
   if (!snapshot.inGroup) return verdict('JOINING', [`${name}: not in its consumer group ${snapshot.group} (rebalancing or restarting)`]);
   return verdict('RUNNING', []);

@@ -1,6 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import { BATCH_RESULTS, HOST_METRIC_NAMES, RECORD_OUTCOMES, buildVersion, createHostMetrics } from '../../../host/metrics.js';
+import {
+  BATCH_RESULTS,
+  HOST_METRIC_NAMES,
+  PROCESS_STALL_METRIC_NAMES,
+  RECORD_OUTCOMES,
+  buildVersion,
+  createHostMetrics,
+} from '../../../host/metrics.js';
+import { ProcessStalls } from '../../../host/process-stalls.js';
 import type { PipelineView } from '../../../host/metrics.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
 import { ManualClock } from '../../helpers/clock.js';
@@ -208,6 +216,33 @@ describe('one view per scrape', () => {
     // Assess
     expect(afterFirst).toBe(1);
     expect(taken).toBe(2);
+  });
+
+  it("count the process's own stalls from 0 at the start, one per stall with its length, even before a watch's tick logged it", async () => {
+    // Prepare: the stalls of a process whose watch ticks every second
+    const clock = new ManualClock();
+    const stalls = new ProcessStalls({ clock });
+    const unwatch = stalls.watch(1_000);
+    const metrics = createHostMetrics(
+      ['reviews'],
+      () => [],
+      () => clock.monotonic(),
+      stalls,
+    );
+    const value = (text: string, name: string) => text.split('\n').find((line) => line.startsWith(`${name} `));
+    const fresh = await metrics.registry.metrics();
+    expect(value(fresh, PROCESS_STALL_METRIC_NAMES.stalls)).toBe(`${PROCESS_STALL_METRIC_NAMES.stalls} 0`);
+    expect(value(fresh, PROCESS_STALL_METRIC_NAMES.stalledSeconds)).toBe(`${PROCESS_STALL_METRIC_NAMES.stalledSeconds} 0`);
+
+    // Act: the process does not run for 321 s; the scrape is the first to run after it
+    clock.advance(321_000);
+    const after = await metrics.registry.metrics();
+
+    // Assess
+    expect(value(after, PROCESS_STALL_METRIC_NAMES.stalls)).toBe(`${PROCESS_STALL_METRIC_NAMES.stalls} 1`);
+    expect(value(after, PROCESS_STALL_METRIC_NAMES.stalledSeconds)).toBe(`${PROCESS_STALL_METRIC_NAMES.stalledSeconds} 321`);
+    expect(stalls.takeUnreported()).toEqual([{ from: 1_000_000, to: 1_321_000, ms: 321_000 }]);
+    unwatch();
   });
 });
 

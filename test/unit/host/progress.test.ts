@@ -207,19 +207,118 @@ describe('the progress record', () => {
     expect(verdict().state).toBe('FAILED');
   });
 
-  it('bounds a rebalance by the rebalance timeout: past it the fetch clock runs', () => {
+  // Short bounds, as a host started with STORAGE_FETCH_FAIL_AFTER_MS=5000 and
+  // STORAGE_MAX_POLL_INTERVAL_MS=60000 has them (the join's bound: 60 s + 10 s + kafkajs' 5 s).
+  const short = { fetchUnreadyAfterMs: 2_000, fetchFailAfterMs: 5_000, stallAfterMs: 60_000, rebalanceTimeoutMs: 75_000 };
+
+  it('holds a first join past the fail bound as JOINING, not FAILED, and fails it past the rebalance timeout with a line that says so', () => {
     const { clock, progress } = record();
-    const limited = { ...bounds, rebalanceTimeoutMs: 315_000 };
+    const verdict = () => evaluateProgress(progress.snapshot(), short, clock.now);
     progress.consumerStarted();
+    clock.now += 1_000;
+    expect(verdict()).toMatchObject({ state: 'STARTING', ready: false, failure: undefined });
+    // The coordinator holds the JoinGroup until the other members rejoined (a batch on a lock).
+    progress.joining();
+    clock.now += 15_000;
+    expect(verdict()).toMatchObject({ state: 'JOINING', ready: false, up: false, notFetchingMs: 0, failure: undefined });
+    expect(verdict().causes).toEqual([
+      'reviews: joining its consumer group storage-consumer.reviews for 15 s (the first join; no fetch is expected until the assignment)',
+    ]);
+    clock.now += short.rebalanceTimeoutMs - 15_000;
+    expect(verdict()).toMatchObject({ state: 'JOINING', failure: undefined });
+    clock.now += 1;
+    expect(verdict()).toMatchObject({ state: 'FAILED', ready: false });
+    expect(verdict().failure).toBe(
+      "joining consumer group storage-consumer.reviews for 76 s, longer than the rebalance timeout allows (STORAGE_MAX_POLL_INTERVAL_MS + 10 s, and kafkajs' 5 s = 75 s)",
+    );
+  });
+
+  it('gives a member the full fail bound from its assignment after a long join, and none to a consumer that never begins to join', () => {
+    const joined = record();
+    const verdict = () => evaluateProgress(joined.progress.snapshot(), short, joined.clock.now);
+    joined.progress.consumerStarted();
+    joined.progress.joining();
+    joined.clock.now += 40_000;
+    joined.progress.joined([0, 1]);
+    expect(verdict()).toMatchObject({ state: 'RUNNING', notFetchingMs: 0 });
+    joined.clock.now += short.fetchFailAfterMs;
+    expect(verdict()).toMatchObject({ state: 'NOT_FETCHING', failure: undefined });
+    joined.clock.now += 1;
+    expect(verdict().failure).toBe('no fetch completed for 5 s (none since the start) (STORAGE_FETCH_FAIL_AFTER_MS=5000)');
+
+    // Connecting to a broker that does not answer: the fetch clock runs from the start, as ever.
+    const unreachable = record();
+    unreachable.progress.consumerStarted();
+    unreachable.clock.now += short.fetchFailAfterMs + 1;
+    expect(evaluateProgress(unreachable.progress.snapshot(), short, unreachable.clock.now).failure).toBe(
+      'no fetch completed for 5 s (none since the start) (STORAGE_FETCH_FAIL_AFTER_MS=5000)',
+    );
+  });
+
+  it('measures a rebalance from the moment the member left its assignment, and says why it is out of its group', () => {
+    const { clock, progress } = record();
+    const verdict = () => evaluateProgress(progress.snapshot(), short, clock.now);
+    progress.consumerStarted();
+    progress.joining();
     progress.joined([0]);
     progress.fetched();
     progress.left();
-    clock.now += 315_000 + bounds.fetchFailAfterMs;
-    expect(evaluateProgress(progress.snapshot(), limited, clock.now).state).toBe('NOT_FETCHING');
-    clock.now += 1;
-    expect(evaluateProgress(progress.snapshot(), limited, clock.now).failure).toMatch(
-      /^no fetch completed for 300 s \(rebalancing for 615 s, longer than the rebalance timeout\)/,
+    clock.now += 10_000;
+    progress.joining();
+    clock.now += 5_000;
+    expect(verdict()).toMatchObject({ state: 'JOINING', notFetchingMs: 0 });
+    expect(verdict().causes).toEqual(['reviews: not in its consumer group storage-consumer.reviews for 15 s (rebalancing)']);
+    clock.now += short.rebalanceTimeoutMs - 15_000 + 1;
+    expect(verdict().failure).toMatch(
+      /^joining consumer group storage-consumer\.reviews for 76 s, longer than the rebalance timeout allows/,
     );
+  });
+
+  it('says a member the broker dropped is out of its group until it rejoined', () => {
+    const { clock, progress } = record();
+    const verdict = () => evaluateProgress(progress.snapshot(), short, clock.now);
+    progress.consumerStarted();
+    progress.joining();
+    progress.joined([0, 1, 2]);
+    progress.fetched();
+    progress.memberDropped();
+    clock.now += 3_000;
+    const dropped = verdict();
+    expect(dropped).toMatchObject({ state: 'JOINING', ready: false, up: false, notFetchingMs: 0 });
+    expect(dropped.causes).toEqual([
+      'reviews: not in its consumer group storage-consumer.reviews for 3 s (the broker dropped this member; rejoining)',
+    ]);
+    expect(progress.snapshot()).toMatchObject({ inGroup: false, assignment: undefined, joinCause: 'dropped' });
+    // The rejoin keeps the cause until it is over.
+    progress.joining();
+    clock.now += 1_000;
+    expect(verdict().causes[0]).toContain('(the broker dropped this member; rejoining)');
+    progress.joined([0, 1, 2]);
+    expect(verdict()).toMatchObject({ state: 'RUNNING', ready: true, causes: [] });
+  });
+
+  it('lets no join excuse a consumer that crashed since its last progress: a crash loop that rejoins every time fails at the fail bound', () => {
+    const { clock, progress } = record();
+    const verdict = () => evaluateProgress(progress.snapshot(), short, clock.now);
+    progress.consumerStarted();
+    progress.joining();
+    progress.joined([0]);
+    progress.fetched();
+    const fetchedAt = clock.now;
+    for (let round = 0; round < 3; round += 1) {
+      clock.now += 1_000;
+      progress.crashed(new Error('This server does not host this topic-partition'));
+      progress.joining();
+      clock.now += 500;
+      progress.joined([0]);
+    }
+    // A join still under way after the last crash is no excuse either.
+    progress.crashed(new Error('This server does not host this topic-partition'));
+    progress.joining();
+    clock.now = fetchedAt + short.fetchFailAfterMs;
+    expect(verdict()).toMatchObject({ state: 'NOT_FETCHING', failure: undefined });
+    clock.now += 1;
+    expect(verdict().failure).toMatch(/^no fetch completed for 5 s, 4 consumer crashes since \(last: Error: This server does not host/);
   });
 
   it('lets a batch excuse a missing fetch only while the loop holds it: one waiting for its redelivery fails the pipeline', () => {
