@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { installHeartbeatClock } from '../../../../kafka/kafkajs/heartbeat-clock.js';
+import { KafkajsIncompatibleError } from '../../../../kafka/kafkajs/version.js';
 
 // kafkajs' own ConsumerGroup (the pinned kafkajs), built with its constructor: its shared
 // heartbeat is the one the wrapper drives. Only the coordinator is the test's.
@@ -150,5 +151,22 @@ describe('the heartbeat on a monotonic clock', () => {
     // Assess
     expect((ConsumerGroup.prototype as { heartbeat: unknown }).heartbeat).toBe(wrapped);
     expect((wrapped as Record<symbol, unknown>)[Symbol.for('storage-consumer.kafka-heartbeat-clock')]).toBe(true);
+  });
+
+  it('refuses a kafkajs whose ConsumerGroup has no heartbeat(), naming it', () => {
+    // Prepare
+    const prototype = ConsumerGroup.prototype as { heartbeat: unknown };
+    const heartbeat = prototype.heartbeat;
+    prototype.heartbeat = undefined;
+
+    // Act / Assess
+    try {
+      expect(() => installHeartbeatClock()).toThrow(KafkajsIncompatibleError);
+      expect(() => installHeartbeatClock()).toThrow(
+        /^kafkajs' ConsumerGroup has no heartbeat\(\) \(.*consumerGroup\.js\): the host cannot send its heartbeats on a monotonic clock$/,
+      );
+    } finally {
+      prototype.heartbeat = heartbeat;
+    }
   });
 });

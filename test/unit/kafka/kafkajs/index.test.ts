@@ -118,3 +118,18 @@ describe('the start-up check of record headers (fail closed)', () => {
     );
   });
 });
+
+describe("the workarounds of kafkajs' consumer group", () => {
+  it('include the heartbeat on a monotonic clock, on every kafkajs client of the process', () => {
+    // Prepare
+    const ConsumerGroup = require(join(dirname(require.resolve('kafkajs')), 'src', 'consumer', 'consumerGroup.js')) as {
+      prototype: { heartbeat: Record<symbol, unknown> };
+    };
+
+    // Act (installed at the top of this file)
+    installKafkajsWorkarounds();
+
+    // Assess
+    expect(ConsumerGroup.prototype.heartbeat[Symbol.for('storage-consumer.kafka-heartbeat-clock')]).toBe(true);
+  });
+});
