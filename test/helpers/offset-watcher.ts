@@ -33,7 +33,9 @@ export interface OffsetWatcher {
   changes(): readonly OffsetChange[];
   /** Every move back seen so far. */
   violations(): readonly OffsetMoveBack[];
-  /** One line: polls, and per partition its changes, min, max, last and moves back. */
+  /** Records that `what` happened now, on the watch's clock: the summary lists it beside the moves back. */
+  note(what: string): void;
+  /** One line: polls, per partition its changes, min, max, last and moves back, then the notes. */
   summary(): string;
   /** Throws, naming every move back and the summary, once one was seen. */
   assertNoMoveBack(): void;
@@ -49,6 +51,7 @@ export function watchCommittedOffsets(admin: Admin, groupId: string, topic: stri
   const last = new Map<number, bigint>();
   const changes: OffsetChange[] = [];
   const moves: OffsetMoveBack[] = [];
+  const notes: Array<{ readonly what: string; readonly atMs: number }> = [];
   const moveBackListeners = new Set<(move: OffsetMoveBack) => void>();
   let polls = 0;
   let pollErrors = 0;
@@ -91,7 +94,6 @@ export function watchCommittedOffsets(admin: Admin, groupId: string, topic: stri
   })();
 
   const summary = () => {
-    const seconds = ((performance.now() - began) / 1000).toFixed(1);
     const perPartition = [...last.keys()]
       .sort((a, b) => a - b)
       .map((partition) => {
@@ -106,9 +108,10 @@ export function watchCommittedOffsets(admin: Admin, groupId: string, topic: stri
         );
       });
     return (
-      `offset watcher ${groupId} on ${topic}: ${polls} polls over ${seconds} s (${pollErrors} failed` +
+      `offset watcher ${groupId} on ${topic}: ${polls} polls over ${seconds(performance.now() - began)} s (${pollErrors} failed` +
       `${lastPollError === undefined ? '' : `, last: ${String(lastPollError)}`}); ${perPartition.join('; ')}; ` +
-      `moves back in all: ${moves.length}`
+      `moves back in all: ${moves.length}` +
+      (notes.length > 0 ? `; notes: ${notes.map(({ what, atMs }) => `${what} at ${seconds(atMs)} s`).join(', ')}` : '')
     );
   };
 
@@ -118,6 +121,9 @@ export function watchCommittedOffsets(admin: Admin, groupId: string, topic: stri
   return {
     changes: () => changes,
     violations: () => moves,
+    note(what) {
+      notes.push({ what, atMs: performance.now() - began });
+    },
     summary,
     assertNoMoveBack() {
       if (moves.length > 0) throw failure();
@@ -142,5 +148,7 @@ export function watchCommittedOffsets(admin: Admin, groupId: string, topic: stri
 }
 
 function describeMove(move: OffsetMoveBack): string {
-  return `${move.from} -> ${move.to} at ${(move.atMs / 1000).toFixed(1)} s`;
+  return `${move.from} -> ${move.to} at ${seconds(move.atMs)} s`;
 }
+
+const seconds = (ms: number) => (ms / 1000).toFixed(1);

@@ -30,7 +30,7 @@ import { watchCommittedOffsets } from '../helpers/offset-watcher.js';
 import type { OffsetWatcher } from '../helpers/offset-watcher.js';
 
 /** Reviews per partition of the scale-out/in drain: tens of thousands, as the issue's 2 x 60,000. */
-const DRAIN_PER_PARTITION = 20_000;
+const DRAIN_PER_PARTITION = 60_000;
 /** After the last membership change, how long the watcher goes on reading: a stale seek shows within a fetch. */
 const SETTLE_MS = 10_000;
 const REDELIVERING = 'batch not stored; redelivering it after a back-off';
@@ -85,6 +85,9 @@ function inBackOff(host: HostProcess, atMs: number): boolean {
   return host.lines.some((line) => line.message === REDELIVERING && at(line) <= atMs && atMs < at(line) + Number(line.delayMs));
 }
 
+const sumOf = (offsets: ReadonlyMap<number, bigint>) =>
+  [...offsets.values()].reduce((sum, offset) => sum + (offset > 0n ? offset : 0n), 0n);
+
 const plain = (offsets: ReadonlyMap<number, bigint>) =>
   Object.fromEntries([...offsets].map(([partition, offset]) => [partition, String(offset)]));
 
@@ -110,7 +113,7 @@ function watch(names: PipelineNames): OffsetWatcher {
 
 describe('scaling one pipeline out and in', () => {
   it(
-    'during a drain of 3 x 20,000 reviews: no committed offset ever moves back, and nothing is stored again after the second host left',
+    'during a drain of 3 x 60,000 reviews, twice: no committed offset ever moves back, and nothing is stored again after a host left',
     async () => {
       // Prepare: the backlog, then host A draining it
       const names = await createTestPipelines('membership-scale');
@@ -121,60 +124,104 @@ describe('scaling one pipeline out and in', () => {
       const env = environment(names);
       const watcher = watch(names);
       const first = spawnHost(env);
-      const firstSpawned = performance.now();
-      await watcher.guard(first.waitForLog((line) => line.message === 'batch stored', 90_000));
+      watcher.note('A spawned');
+      const facts: Record<string, unknown> = { produced: messages.length, produceMs: Math.round(produceMs) };
+      /** Per scale-in: A's `batch stored` lines from the other host's SIGTERM to the next change. */
+      const afterLeaves: Array<{ readonly name: string; readonly from: number; to: number }> = [];
+      const restoredAfter = (leave: { readonly from: number; readonly to: number }) =>
+        storedSince(first, leave.from).filter((line) => at(line) < leave.to);
+      const sizeUp = (lines: readonly HostLogLine[]) => ({
+        batches: lines.length,
+        records: total(lines, 'records'),
+        skipped: total(lines, 'skipped'),
+      });
+      try {
+        await watcher.guard(first.waitForLog((line) => line.message === 'batch stored', 90_000));
+        watcher.note("A's first batch stored");
 
-      // Act: host B joins mid-drain (scale out), everything is stored, then B stops (scale in)
-      const second = spawnHost(env);
-      const secondJoin = await watcher.guard(second.waitForLog(joined, 120_000));
-      const committedAtJoin = await committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
-      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
-      const drainMs = performance.now() - firstSpawned;
-      const firstJoinsBefore = first.lines.filter(joined).length;
-      const secondStoppedAt = Date.now();
-      const secondExit = await watcher.guard(stopHost(second));
-      const firstRejoin = await watcher.guard(
-        waitUntil(
-          'host A to rejoin alone',
-          async () => first.lines.filter(joined).length > firstJoinsBefore && first.lines.filter(joined).at(-1),
-          60_000,
-        ),
-      );
-      // The partition back on A: whatever A still kept of it would show now; the watcher reads on.
-      await watcher.guard(sleep(SETTLE_MS));
-      await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
-      const firstExit = await stopHost(first);
-      await watcher.stop();
+        // Act: twice a second host joins mid-drain (scale out) and stops (scale in): B while the
+        // drain goes on, C once everything is stored; A takes the partitions back each time
+        for (const [name, stopWhen] of [
+          ['B', 'mid-drain'],
+          ['C', 'drained'],
+        ] as const) {
+          const other = spawnHost(env);
+          watcher.note(`${name} spawned`);
+          const otherJoin = await watcher.guard(other.waitForLog(joined, 120_000));
+          watcher.note(`${name} joined`);
+          const committedAtJoin = await committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
+          facts[`${name} assignment`] = otherJoin.assignment;
+          facts[`committed at ${name}'s join`] = plain(committedAtJoin);
+          // It joined while the drain was under way, and got a partition of it
+          expect(sumOf(committedAtJoin)).toBeLessThan(BigInt(messages.length));
+          expect(Object.values(otherJoin.assignment as Record<string, number[]>).flat().length).toBeGreaterThan(0);
+          if (stopWhen === 'mid-drain') {
+            await watcher.guard(
+              waitUntil(
+                `${name} storing`,
+                async () => other.lines.filter((line) => line.message === 'batch stored').length >= 3,
+                60_000,
+                50,
+              ),
+            );
+          } else {
+            await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
+            watcher.note('all committed');
+          }
+          const firstJoinsBefore = first.lines.filter(joined).length;
+          const leave = { name, from: Date.now(), to: Number.POSITIVE_INFINITY };
+          afterLeaves.push(leave);
+          facts[`committed at ${name}'s SIGTERM`] = plain(await committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews));
+          watcher.note(`${name} SIGTERM`);
+          const otherExit = await watcher.guard(stopHost(other));
+          watcher.note(`${name} exited`);
+          facts[`${name} exit`] = otherExit;
+          expect(otherExit).toEqual({ code: 0, signal: null });
+          const firstRejoin = await watcher.guard(
+            waitUntil(
+              'host A to rejoin alone',
+              async () => first.lines.filter(joined).length > firstJoinsBefore && first.lines.filter(joined).at(-1),
+              60_000,
+            ),
+          );
+          watcher.note('A rejoined alone');
+          facts[`A's assignment after ${name} left`] = firstRejoin.assignment;
+          // The partitions back on A: whatever A still kept of them would show within a fetch.
+          await watcher.guard(sleep(stopWhen === 'drained' ? SETTLE_MS : 2_000));
+          leave.to = Date.now();
+        }
+        await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 300_000));
+        const firstExit = await stopHost(first);
+        facts.firstExit = firstExit;
+        await watcher.stop();
 
-      // Assess
-      const restored = storedSince(first, secondStoppedAt);
-      const rows = await storedRows('scale');
-      const [committed, ends] = await Promise.all([
-        committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
-        endOffsets(stack.admin, names.topics.reviews),
-      ]);
-      console.log(
-        `[membership scale] produced ${messages.length} in ${Math.round(produceMs)} ms; drained in ${Math.round(drainMs)} ms; ` +
-          `B joined with ${JSON.stringify(secondJoin.assignment)} at committed ${JSON.stringify(plain(committedAtJoin))}; ` +
-          `A rejoined alone with ${JSON.stringify(firstRejoin.assignment)}; ` +
-          `A's batches stored after B's SIGTERM: ${restored.length} (${total(restored, 'records')} records, ${total(restored, 'skipped')} skipped); ` +
-          `B exit ${JSON.stringify(secondExit)}, A exit ${JSON.stringify(firstExit)}; rows ${JSON.stringify(rows)}; ` +
-          `committed ${JSON.stringify(plain(committed))}, ends ${JSON.stringify(plain(ends))}`,
-      );
-      console.log(`[membership scale] ${watcher.summary()}`);
-      watcher.assertNoMoveBack();
-      // B joined while the drain was under way, and got a partition of it
-      expect([...committedAtJoin.values()].reduce((sum, offset) => sum + (offset > 0n ? offset : 0n), 0n)).toBeLessThan(
-        BigInt(messages.length),
-      );
-      expect(Object.values(secondJoin.assignment as Record<string, number[]>).flat().length).toBeGreaterThan(0);
-      expect(restored.map((line) => line.records)).toEqual([]);
-      expect(rows).toEqual({ n: messages.length, distinct_ids: messages.length });
-      expect(plain(committed)).toEqual(plain(ends));
-      expect(secondExit).toEqual({ code: 0, signal: null });
-      expect(firstExit).toEqual({ code: 0, signal: null });
+        // Assess
+        const rows = await storedRows('scale');
+        const [committed, ends] = await Promise.all([
+          committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
+          endOffsets(stack.admin, names.topics.reviews),
+        ]);
+        facts.rows = rows;
+        facts.committed = plain(committed);
+        facts.ends = plain(ends);
+        watcher.assertNoMoveBack();
+        // B stopped mid-drain: at most its last batch in flight (500 reviews) comes again. C
+        // stopped with everything committed: whatever A stores after it is stored a second time.
+        const [afterB, afterC] = afterLeaves.map(restoredAfter);
+        expect(total(afterB ?? [], 'skipped')).toBeLessThanOrEqual(500);
+        expect((afterC ?? []).map((line) => line.records)).toEqual([]);
+        expect(rows).toEqual({ n: messages.length, distinct_ids: messages.length });
+        expect(plain(committed)).toEqual(plain(ends));
+        expect(firstExit).toEqual({ code: 0, signal: null });
+      } finally {
+        const stored = Object.fromEntries(
+          afterLeaves.map((leave) => [`A stored after ${leave.name}'s SIGTERM`, sizeUp(restoredAfter(leave))]),
+        );
+        console.log(`[membership scale] ${JSON.stringify({ ...facts, ...stored })}`);
+        console.log(`[membership scale] ${watcher.summary()}`);
+      }
     },
-    // Heavy: 60,000 reviews produced and drained by two hosts, two rebalances, 10 s of watching after them.
+    // Heavy: 180,000 reviews produced and drained, four rebalances, 10 s of watching after the last.
     420_000,
   );
 });
@@ -204,6 +251,7 @@ describe('scaling out and in during a redelivery back-off', () => {
       locked = false;
       await locker.query('ROLLBACK');
     };
+    const facts: Record<string, unknown> = {};
     let second: HostProcess | undefined;
     try {
       // Act 1: the table locked, A's batches of a second wave fail and back off; B joins meanwhile
@@ -216,13 +264,20 @@ describe('scaling out and in during a redelivery back-off', () => {
           return new Set(failed.map((line) => line.partition)).size === TOPIC_PARTITIONS;
         }),
       );
+      watcher.note('A backing off on every partition');
       const firstJoinsBefore = first.lines.filter(joined).length;
       second = spawnHost(env);
+      watcher.note('B spawned');
       const secondJoin = await watcher.guard(second.waitForLog(joined, 120_000));
+      watcher.note('B joined');
+      facts.secondAssignment = secondJoin.assignment;
       const firstRejoinAt = at(await waitUntil('host A to rejoin', async () => first.lines.filter(joined)[firstJoinsBefore], 30_000));
       const joinedInBackOff = inBackOff(first, firstRejoinAt);
+      facts.firstInBackOffAtRejoin = joinedInBackOff;
       await unlock();
+      watcher.note('unlocked');
       await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 180_000));
+      watcher.note('all committed');
 
       // Act 2: locked again, a third wave fails on both hosts; B stops while they back off
       await lock();
@@ -234,10 +289,14 @@ describe('scaling out and in during a redelivery back-off', () => {
           [first, running].every((host) => host.lines.some((line) => line.message === REDELIVERING && at(line) >= wave3At)),
         ),
       );
+      watcher.note('both backing off');
       const firstJoinsBeforeLeave = first.lines.filter(joined).length;
-      const secondStoppedAt = Date.now();
-      const leftInBackOff = inBackOff(first, secondStoppedAt);
+      const leftInBackOff = inBackOff(first, Date.now());
+      facts.firstInBackOffAtSecondStop = leftInBackOff;
+      watcher.note('B SIGTERM');
       const secondExit = await watcher.guard(stopHost(second));
+      watcher.note('B exited');
+      facts.secondExit = secondExit;
       const firstRejoin = await watcher.guard(
         waitUntil(
           'host A to rejoin alone',
@@ -245,10 +304,14 @@ describe('scaling out and in during a redelivery back-off', () => {
           60_000,
         ),
       );
+      watcher.note('A rejoined alone');
+      facts.firstRejoinAssignment = firstRejoin.assignment;
       await unlock();
+      watcher.note('unlocked');
       await watcher.guard(sleep(SETTLE_MS));
       await watcher.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 180_000));
       const firstExit = await stopHost(first);
+      facts.firstExit = firstExit;
       await watcher.stop();
 
       // Assess
@@ -257,14 +320,9 @@ describe('scaling out and in during a redelivery back-off', () => {
         committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
         endOffsets(stack.admin, names.topics.reviews),
       ]);
-      const redeliveries = (host: HostProcess) => host.lines.filter((line) => line.message === REDELIVERING).length;
-      console.log(
-        `[membership redelivery] B joined with ${JSON.stringify(secondJoin.assignment)}, A in a back-off at its rejoin: ${joinedInBackOff}; ` +
-          `A in a back-off at B's SIGTERM: ${leftInBackOff}; A rejoined alone with ${JSON.stringify(firstRejoin.assignment)}; ` +
-          `redeliveries A ${redeliveries(first)}, B ${redeliveries(second)}; B exit ${JSON.stringify(secondExit)}, A exit ${JSON.stringify(firstExit)}; ` +
-          `rows ${JSON.stringify(rows)}; committed ${JSON.stringify(plain(committed))}, ends ${JSON.stringify(plain(ends))}`,
-      );
-      console.log(`[membership redelivery] ${watcher.summary()}`);
+      facts.rows = rows;
+      facts.committed = plain(committed);
+      facts.ends = plain(ends);
       watcher.assertNoMoveBack();
       expect(joinedInBackOff).toBe(true);
       expect(leftInBackOff).toBe(true);
@@ -275,6 +333,11 @@ describe('scaling out and in during a redelivery back-off', () => {
     } finally {
       if (locked) await locker.query('ROLLBACK').catch(() => undefined);
       locker.release();
+      const redeliveries = (host: HostProcess | undefined) => host?.lines.filter((line) => line.message === REDELIVERING).length;
+      console.log(
+        `[membership redelivery] ${JSON.stringify({ ...facts, redeliveries: { A: redeliveries(first), B: redeliveries(second) } })}`,
+      );
+      console.log(`[membership redelivery] ${watcher.summary()}`);
     }
   }, 420_000);
 });
