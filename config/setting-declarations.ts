@@ -584,8 +584,8 @@ export function groupHeartbeatIntervalMs(sessionTimeoutMs: number): number {
   return Math.min(3_000, Math.floor(sessionTimeoutMs / 3));
 }
 
-/** The group's rebalance timeout (kafkajs' `rebalanceTimeout`): the worst batch, then 10 s to commit and poll. */
-export function rebalanceTimeoutMs(maxPollIntervalMs: number): number {
+/** The group's rebalance timeout, as host/topic-consumer.ts gives it to kafkajs: the worst batch, then `REBALANCE_MARGIN_MS` (10 s). */
+function rebalanceTimeoutMs(maxPollIntervalMs: number): number {
   return maxPollIntervalMs + 10_000;
 }
 

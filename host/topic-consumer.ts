@@ -20,6 +20,7 @@ import type { BatchLoop, BatchPlace } from './batch-loop.js';
 import { createBatchLoop } from './batch-loop.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
+import { groupHeartbeatIntervalMs } from '../config/setting-declarations.js';
 import { Membership } from './membership.js';
 import type { MembershipSnapshot } from './membership.js';
 
@@ -166,7 +167,7 @@ async function leaveGroup({ consumer, loop, logger, pipeline, settings, letGo, f
  */
 export function createPipelineConsumer(options: PipelineConsumerOptions): PipelineConsumer {
   const { pipeline, settings, invoker, logger, metrics, progress } = options;
-  const heartbeatIntervalMs = Math.min(3_000, Math.floor(settings.sessionTimeoutMs / 3));
+  const heartbeatIntervalMs = groupHeartbeatIntervalMs(settings.sessionTimeoutMs);
   const source = { eventSource: 'SelfManagedKafka' as const, bootstrapServers: settings.kafka.brokers.join(',') };
   const concurrency = settings.invoke.mode === 'lambda' ? 3 : settings.storage.database.poolMax;
   let failure: PipelineFailedError | undefined;
