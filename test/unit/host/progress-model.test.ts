@@ -2,10 +2,12 @@
  * A model-based test of the progress rules (docs/operations.md, "The rules behind the signals"):
  * random timelines of many hours drive the real progress record and its real watch on a fake
  * monotonic clock, through a small model of the world around one pipeline (a broker, its group,
- * three partitions, a database, the pause table). Events: pause, resume, join, empty assignment,
- * rebalance, another member leaving, completed fetches, consumer crashes, batches started, failed
- * and stored, lag readings (including lag on partitions another member owns) and wall-clock
- * steps both ways. Invariants:
+ * three partitions, a database, the pause table). Events: pause, resume, joins (every one begun
+ * through `joining()`, the first included, and held by the coordinator for a while), empty
+ * assignment, rebalance, another member leaving, the broker dropping the member, completed
+ * fetches, consumer crashes, batches started, failed and stored, lag readings (including lag on
+ * partitions another member owns), stalls of the process itself (no timer fires, the monotonic
+ * clock runs on: SIGSTOP, a suspended VM) and wall-clock steps both ways. Invariants:
  *   (a) a pipeline that fetches whenever it is expected to, or is paused or idle, is never
  *       NOT_FETCHING nor FAILED, and never not ready for longer than the unready bound while the
  *       world lets it fetch; while the world holds it back (its pause state not read yet, or it
@@ -19,6 +21,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { watchProgress } from '../../../host/progress-watch.js';
 import { evaluateProgress, PipelineProgress } from '../../../host/progress.js';
 import type { PipelineState, ProgressBounds } from '../../../host/progress.js';
+import { STALL_LATENESS_MS } from '../../../host/process-stalls.js';
 import { ManualClock } from '../../helpers/clock.js';
 
 const TICK_MS = 5_000;
@@ -36,7 +39,8 @@ const BREAKS = ['broker', 'database-then-broker', 'topic-deleted', 'pause-unread
 type Break = (typeof BREAKS)[number];
 
 type Command =
-  | { readonly kind: 'pause' | 'resume' | 'crash' | 'leave' | 'empty-assignment' | 'batch-fails' | 'break' }
+  | { readonly kind: 'pause' | 'resume' | 'crash' | 'leave' | 'empty-assignment' | 'batch-fails' | 'break' | 'dropped' }
+  | { readonly kind: 'stall'; readonly ms: number }
   | { readonly kind: 'rebalance'; readonly partitions: readonly number[] }
   | { readonly kind: 'produce'; readonly partition: number; readonly count: number }
   | { readonly kind: 'wall-step'; readonly ms: number };
@@ -65,7 +69,10 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
     { kind: 'leave' },
     { kind: 'empty-assignment' },
     { kind: 'batch-fails' },
+    { kind: 'dropped' },
   ),
+  // Short stalls (counted against the bounds as any time) and long ones (up to three fail bounds).
+  fc.integer({ min: 1_000, max: 3 * bounds.fetchFailAfterMs }).map((ms): Command => ({ kind: 'stall', ms })),
   partitionsArb.map((partitions): Command => ({ kind: 'rebalance', partitions })),
   fc
     .record({ partition: fc.constantFrom(...PARTITIONS), count: fc.integer({ min: 1, max: 400 }) })
@@ -219,10 +226,13 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
     progress.joined(assignment);
     if (waiting !== undefined && !assignment.includes(waiting.partition)) waiting = undefined;
   };
-  const rebalance = (partitions: readonly number[]) => {
+  const rebalance = (partitions: readonly number[], drop = false) => {
     if (assignment === undefined || busy() || dead()) return;
-    progress.left();
+    if (drop) progress.memberDropped();
+    else progress.left();
     assignment = undefined;
+    // The rejoin begins at once; the coordinator holds it up to 20 s (the other members' batches).
+    progress.joining();
     joinAt = { at: t() + rand(0, 4) * TICK_MS, partitions: [...partitions] };
   };
 
@@ -247,6 +257,7 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
         progress.crashed(new Error('KafkaJSConnectionError: Connection timeout'));
         crashed = true;
         assignment = undefined;
+        progress.joining();
         joinAt = { at: t() + rand(1, 2) * TICK_MS, partitions: PARTITIONS.filter(() => rand(0, 1) === 1) };
         return;
       case 'rebalance':
@@ -255,6 +266,15 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
         return rebalance(PARTITIONS);
       case 'empty-assignment':
         return rebalance([]);
+      case 'dropped':
+        return rebalance(PARTITIONS, true);
+      case 'stall':
+        // The process does not run: the monotonic clock goes on, no timer fires. On the resume the
+        // watch's overdue tick fires first; a stall past the lateness restarts what it owes.
+        clock.advance(command.ms);
+        vi.advanceTimersByTime(TICK_MS);
+        if (command.ms > STALL_LATENESS_MS) lastProgressAt = t();
+        return;
       case 'batch-fails':
         failNext = true;
         return;
@@ -329,7 +349,10 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
           progress.crashed(new Error('KafkaJSConnectionError: connect ECONNREFUSED'));
           crashed = true;
           assignment = undefined;
-          if (broken === 'topic-deleted') joinAt = { at: t() + TICK_MS, partitions: [0] };
+          if (broken === 'topic-deleted') {
+            progress.joining();
+            joinAt = { at: t() + TICK_MS, partitions: [0] };
+          }
         }
         nextCrashAt = t() + rand(1, 8) * TICK_MS;
       }
@@ -408,6 +431,8 @@ function play(timeline: Timeline, wallSteps: boolean): Outcome {
   };
 
   progress.consumerStarted();
+  // The first join begins at once; the coordinator holds it up to 15 s.
+  progress.joining();
   joinAt = { at: rand(0, 3) * TICK_MS, partitions: PARTITIONS.filter(() => rand(0, 1) === 1) };
   for (const { wait, command } of timeline.steps) {
     for (let tickCount = 0; tickCount < wait && failedAt === undefined; tickCount += 1) tick();
