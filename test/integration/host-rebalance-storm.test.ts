@@ -1,13 +1,19 @@
 /**
  * A rebalance storm (issue 38): 200,000 reviews drained while hosts of the pipeline join and
- * leave every few seconds, SIGTERM and SIGKILL mixed, at least 20 membership changes. A watcher
- * reads the group's committed offsets from the broker all along: none may ever move back; the
- * rows end exact, the group's offsets at the topic's end, and no host exits but the ones the test
- * stopped (a SIGTERM'd one with 0). A SIGKILL'd member leaves the group when its session times
- * out (STORAGE_SESSION_TIMEOUT_MS=6000, hostEnvironment's). `HOST_STORM_REVIEWS` sets the count
- * (default 200,000).
+ * leave every few seconds, SIGTERM and SIGKILL mixed, at least 20 membership changes. The reviews
+ * come as live traffic at an even rate over the storm (a backlog produced first was drained within
+ * 10 s, before the third change, on a 2-core machine), in batches of 50 (STORAGE_MAX_POLL_RECORDS)
+ * so that the writing, not the traffic, sets the pace: every change meets lanes with records still
+ * to store. A SIGKILL'd member leaves the group when its session times out
+ * (STORAGE_SESSION_TIMEOUT_MS=6000, hostEnvironment's). A watcher reads the group's committed
+ * offsets from the broker all along; the storm runs to its end whatever it sees (its summary then
+ * lists every move back of the whole storm beside the changes) and asserts: no committed offset
+ * moved back, the rows end exact, the group's offsets at the topic's end, and no host exited but
+ * the ones the test stopped (a SIGTERM'd one with 0). `HOST_STORM_REVIEWS` sets the count (default
+ * 200,000).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Partitioners } from 'kafkajs';
 import type { Message } from 'kafkajs';
 import type { HostLogLine, HostProcess, HostTestStack } from '../helpers/host.js';
 import {
@@ -21,7 +27,7 @@ import {
   spawnHost,
   waitForCommittedToEnd,
 } from '../helpers/host.js';
-import { produce } from '../helpers/kafka.js';
+import { testKafka } from '../helpers/kafka.js';
 import { sampleReview } from '../helpers/messages.js';
 import { watchCommittedOffsets } from '../helpers/offset-watcher.js';
 import type { OffsetWatcher } from '../helpers/offset-watcher.js';
@@ -32,7 +38,9 @@ const MIN_CHANGES = 20;
 const CHURN_PAUSE_MS = 2_000;
 /** Hosts besides the one that runs throughout. */
 const MAX_CHURNERS = 2;
-const PRODUCE_CHUNK = 20_000;
+/** How long the reviews take to come: the storm's 20 changes take ~70 s. */
+const PRODUCE_MS = 80_000;
+const PRODUCE_CHUNK = 500;
 /** After the drain, how long the watcher goes on reading. */
 const SETTLE_MS = 10_000;
 
@@ -67,23 +75,13 @@ describe('a rebalance storm', () => {
   it(
     `drains ${REVIEWS} reviews while hosts join and leave (SIGTERM and SIGKILL): no committed offset moves back, rows exact`,
     async () => {
-      // Prepare: the backlog (keyed, so spread over the partitions as a producer would)
+      // Prepare: the group's first host; the reviews come while the storm goes on
       const names = await createTestPipelines('storm');
-      const producedIn = performance.now();
-      for (let from = 0; from < REVIEWS; from += PRODUCE_CHUNK) {
-        const messages: Message[] = [];
-        for (let index = from; index < Math.min(REVIEWS, from + PRODUCE_CHUNK); index += 1) {
-          const id = `storm:${index}`;
-          messages.push({ key: id, value: JSON.stringify({ ...sampleReview(), review_id: id }) });
-        }
-        await produce(names.topics.reviews, messages);
-      }
-      const produceMs = performance.now() - producedIn;
       const env = hostEnvironment({
         databaseUrl: stack.schema.url,
         names,
         heartbeatDir: stack.heartbeats.path,
-        extra: { STORAGE_PIPELINES: 'reviews' },
+        extra: { STORAGE_PIPELINES: 'reviews', STORAGE_MAX_POLL_RECORDS: '50' },
       });
       const watch = watchCommittedOffsets(stack.admin, names.groups.reviews, names.topics.reviews);
       watcher = watch;
@@ -114,35 +112,68 @@ describe('a rebalance storm', () => {
           committedOffsets(stack.admin, names.groups.reviews, names.topics.reviews),
           endOffsets(stack.admin, names.topics.reviews),
         ]);
-        if (sumOf(committed) === sumOf(ends)) drainedAtChange = changes.length;
+        if (produced === REVIEWS && sumOf(committed) === sumOf(ends)) drainedAtChange = changes.length;
       };
 
       const began = performance.now();
       const anchor = start('A');
+      // Live traffic, keyed (spread over the partitions as a producer would), at an even rate
+      let produced = 0;
+      let halted = false;
+      const producer = testKafka('storm-producer').producer({
+        createPartitioner: Partitioners.DefaultPartitioner,
+        allowAutoTopicCreation: false,
+        // A retried send must not write a batch twice: the test counts what it produced.
+        idempotent: true,
+        maxInFlightRequests: 1,
+      });
+      await producer.connect();
+      const producing = (async () => {
+        const producedIn = performance.now();
+        while (produced < REVIEWS && !halted) {
+          const messages: Message[] = [];
+          for (let index = produced; index < Math.min(REVIEWS, produced + PRODUCE_CHUNK); index += 1) {
+            const id = `storm:${index}`;
+            messages.push({ key: id, value: JSON.stringify({ ...sampleReview(), review_id: id }) });
+          }
+          await producer.send({ topic: names.topics.reviews, acks: -1, messages });
+          produced += messages.length;
+          const due = producedIn + (produced / REVIEWS) * PRODUCE_MS;
+          if (due > performance.now()) await sleep(due - performance.now());
+        }
+        if (produced === REVIEWS) watch.note('all produced');
+        return performance.now() - producedIn;
+      })().finally(() => producer.disconnect());
+      let produceMs = 0;
       let stormMs = 0;
       let drainMs = 0;
       try {
-        await watch.guard(anchor.process.waitForLog((line) => line.message === 'batch stored', 90_000));
+        await anchor.process.waitForLog((line) => line.message === 'batch stored', 90_000);
         watch.note('A storing');
 
         // Act: one membership change every few seconds: a host joins, or the oldest other one leaves
         let kills = 0;
         let stops = 0;
         let serial = 0;
-        while (changes.length < MIN_CHANGES) {
+        let done = false;
+        void producing.then(
+          () => (done = true),
+          () => (done = true),
+        );
+        while (changes.length < MIN_CHANGES || !done) {
           const live = hosts.filter((host) => host !== anchor && host.stoppedWith === undefined);
           if (live.length < MAX_CHURNERS) {
             serial += 1;
             const name = `H${serial}`;
             const host = start(name);
-            await watch.guard(host.process.waitForLog(joined, 90_000));
+            await host.process.waitForLog(joined, 90_000);
             changes.push(`${name} joined`);
           } else {
             const oldest = live[0] as StormHost;
             const signal = (stops + kills) % 2 === 0 ? 'SIGTERM' : 'SIGKILL';
             if (signal === 'SIGTERM') stops += 1;
             else kills += 1;
-            await watch.guard(stop(oldest, signal));
+            await stop(oldest, signal);
             changes.push(`${oldest.name} ${signal}`);
           }
           watch.note(changes.at(-1) as string);
@@ -150,11 +181,12 @@ describe('a rebalance storm', () => {
           await sleep(CHURN_PAUSE_MS);
         }
         stormMs = performance.now() - began;
-        await watch.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 600_000));
+        produceMs = await producing;
+        await waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 600_000);
         drainMs = performance.now() - began;
         watch.note('all committed');
-        await watch.guard(sleep(SETTLE_MS));
-        await watch.guard(waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 60_000));
+        await sleep(SETTLE_MS);
+        await waitForCommittedToEnd(stack.admin, names.groups.reviews, names.topics.reviews, 60_000);
         for (const host of hosts.filter((each) => each.stoppedWith === undefined)) await stop(host, 'SIGTERM');
         await watch.stop();
 
@@ -168,8 +200,8 @@ describe('a rebalance storm', () => {
         ]);
         const plain = (offsets: ReadonlyMap<number, bigint>) => Object.fromEntries([...offsets].map(([p, o]) => [p, String(o)]));
         console.log(
-          `[storm] ${REVIEWS} reviews produced in ${Math.round(produceMs)} ms; ${changes.length} membership changes ` +
-            `(${changes.join(', ')}) in ${Math.round(stormMs)} ms; drained in ${Math.round(drainMs)} ms ` +
+          `[storm] ${REVIEWS} reviews produced over ${Math.round(produceMs)} ms; ${changes.length} membership changes ` +
+            `(${changes.join(', ')}) in ${Math.round(stormMs)} ms after A's spawn; drained in ${Math.round(drainMs)} ms ` +
             `(everything committed ${drainedAtChange === undefined ? 'after the storm' : `after change ${drainedAtChange}`}); ` +
             `rows ${JSON.stringify(rows[0])}; committed ${JSON.stringify(plain(committed))}, ends ${JSON.stringify(plain(ends))}; ` +
             `exits ${JSON.stringify(hosts.map((host) => [host.name, host.stoppedWith, host.exit?.code ?? host.exit?.signal]))}`,
@@ -177,6 +209,8 @@ describe('a rebalance storm', () => {
         watch.assertNoMoveBack();
         expect(unexpectedExits).toEqual([]);
         expect(changes.length).toBeGreaterThanOrEqual(MIN_CHANGES);
+        // Every change met records still to store: the drain ended after the last one at the earliest
+        expect(drainedAtChange ?? Number.POSITIVE_INFINITY).toBeGreaterThanOrEqual(MIN_CHANGES);
         expect(kills).toBeGreaterThan(0);
         expect(stops).toBeGreaterThan(0);
         expect(rows[0]).toEqual({ n: REVIEWS, distinct_ids: REVIEWS });
@@ -187,6 +221,8 @@ describe('a rebalance storm', () => {
           );
         }
       } finally {
+        halted = true;
+        await producing.catch(() => undefined);
         console.log(`[storm] ${watch.summary()}`);
         if (unexpectedExits.length > 0) console.log(`[storm] unexpected exits:\n${unexpectedExits.join('\n')}`);
       }
