@@ -3,7 +3,7 @@
  * operators run it (a child process, reviews only): 300 reviews stored and committed (about 100
  * per partition), then the topic is deleted and re-created with its partitions, and 750 reviews
  * are produced to the new one (about 250 per partition, past the old positions). Under a
- * running host, and under a paused one resumed afterwards through the CLI: every review of the
+ * running host, and under a paused one resumed through the CLI (seconds later, or at once): every review of the
  * new topic is stored, the committed offsets are the new topic's end offsets, the host still
  * runs, and its log says once that the topic was re-created, with both ids. Kafka's own answer is
  * checked too: the re-created topic has a new id, and the group's offsets went with the old one.
@@ -129,6 +129,12 @@ describe('a topic deleted and re-created under a host', () => {
         'reading the new one from its committed offsets or its start',
     );
     expect(host.lines.filter(recreatedLine(topic))).toHaveLength(1);
+    const told = host.lines.filter(
+      ({ level, message }) => level === 'WARN' || level === 'ERROR' || /^pipeline (paused|resumed)/.test(String(message)),
+    );
+    console.log(
+      `host lines:\n${told.map(({ timestamp, level, message }) => `${String(timestamp)} ${String(level)} ${String(message)}`).join('\n')}`,
+    );
   }
 
   it('under a running host: every record of the new topic is stored, committed to its end', async () => {
@@ -171,6 +177,24 @@ describe('a topic deleted and re-created under a host', () => {
 
     // Assess
     expect(newId).not.toBe(oldId);
+    await expectNewTopicStored(prefix, setup, [oldId as string, newId as string]);
+  }, 240_000);
+
+  it('under a paused host resumed as soon as the new topic is filled: the first fetch after the resume waits for the check', async () => {
+    // Prepare
+    const prefix = `resumed-${Date.now()}`;
+    const setup = await hostWithStoredReviews(prefix);
+    const oldId = await idOf(setup.topic);
+    expect((await runCli(['pause', 'reviews'], setup.env)).code).toBe(0);
+    await setup.host.waitForLog((line) => typeof line.message === 'string' && line.message.startsWith('pipeline paused'), 10_000);
+
+    // Act
+    await recreate(setup.topic);
+    const newId = await idOf(setup.topic);
+    await produce(setup.topic, reviews(`${prefix}-new`, AFTER));
+    expect((await runCli(['resume', 'reviews'], setup.env)).code).toBe(0);
+
+    // Assess
     await expectNewTopicStored(prefix, setup, [oldId as string, newId as string]);
   }, 240_000);
 });
