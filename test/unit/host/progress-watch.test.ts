@@ -171,4 +171,32 @@ describe('the progress watch', () => {
     expect(h.progress.stalls.totals().count).toBe(1);
     h.stop();
   });
+
+  it('says a stall once per process, however many pipelines watch it (their records share the stalls of their clock)', async () => {
+    const h = harness();
+    const other = new PipelineProgress({ pipeline: 'app-stats', topic: 'a', group: 'ga', clock: h.clock });
+    const otherWarn = vi.fn();
+    const otherLogger = { warn: otherWarn, info: vi.fn(), error: vi.fn(), debug: vi.fn() } as unknown as CoreLogger;
+    const heartbeat = { beat: vi.fn() } as unknown as Heartbeat;
+    const stopOther = watchProgress({
+      progress: other,
+      bounds,
+      heartbeat,
+      logger: otherLogger,
+      attemptBudgetMs: 60_000,
+      onFailed: vi.fn(),
+      clock: h.clock,
+      tickMs: TICK_MS,
+    });
+    expect(other.stalls).toBe(h.progress.stalls);
+    h.clock.advance(60_000);
+    await h.pass(3 * TICK_MS);
+    const said = [...h.warn.mock.calls, ...otherWarn.mock.calls].filter(([message]) =>
+      String(message).startsWith('the host itself did not run'),
+    );
+    expect(said).toHaveLength(1);
+    expect(h.progress.stalls.totals().count).toBe(1);
+    stopOther();
+    h.stop();
+  });
 });
