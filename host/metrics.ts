@@ -23,6 +23,7 @@ export const HOST_METRIC_NAMES = {
   batchDuration: 'storage_consumer_batch_duration_seconds',
   retries: 'storage_consumer_retries_total',
   commitFailures: 'storage_consumer_commit_failures_total',
+  commitsRefused: 'storage_consumer_commits_refused_total',
   consumerLag: 'storage_consumer_consumer_lag',
   pipelineUp: 'storage_consumer_pipeline_up',
   lagAge: 'storage_consumer_lag_age_seconds',
@@ -94,6 +95,8 @@ export interface PipelineMetrics {
   batchDone(result: BatchResult, seconds: number): void;
   /** One offset commit that failed. */
   commitFailed(): void;
+  /** One offset commit refused before it was sent: it would have moved the committed offset back (a bug of the host). */
+  commitRefused(): void;
 }
 
 /** The host's metrics registry, one set of series per pipeline. */
@@ -160,6 +163,12 @@ export function createHostMetrics(
   const commitFailures = new Counter({
     name: HOST_METRIC_NAMES.commitFailures,
     help: 'Offset commits that failed (the rows were stored; a redelivery repeats them)',
+    labelNames: ['pipeline'] as const,
+    registers: [registry],
+  });
+  const commitsRefused = new Counter({
+    name: HOST_METRIC_NAMES.commitsRefused,
+    help: 'Offset commits refused before they were sent: below the offset read as committed at assignment (a bug of the host)',
     labelNames: ['pipeline'] as const,
     registers: [registry],
   });
@@ -297,6 +306,7 @@ export function createHostMetrics(
     for (const result of BATCH_RESULTS) batches.inc({ pipeline, result }, 0);
     retries.inc({ pipeline }, 0);
     commitFailures.inc({ pipeline }, 0);
+    commitsRefused.inc({ pipeline }, 0);
     // Histograms too: a quiet pipeline's panels and alerts read 0 batches, not "no data".
     duration.zero({ pipeline });
     recordDelay.zero({ pipeline });
@@ -324,6 +334,7 @@ export function createHostMetrics(
           duration.observe({ pipeline }, seconds);
         },
         commitFailed: () => commitFailures.inc({ pipeline }),
+        commitRefused: () => commitsRefused.inc({ pipeline }),
       };
     },
   };

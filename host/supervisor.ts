@@ -20,6 +20,8 @@ import { evaluateLiveness, evaluateReadiness } from './health.js';
 import type { HostState, Liveness, Readiness } from './health.js';
 import { defaultMaxAgeMs } from '../host-api/heartbeat-files.js';
 import { createHostAdmin } from './host-admin.js';
+import { groupStartOffsets, kafkajsTopicIds } from '../kafka/kafkajs/topic-ids.js';
+import type { TopicIdReader } from '../kafka/kafkajs/topic-ids.js';
 import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { readLagInBackground } from './lag-reader.js';
@@ -111,6 +113,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   let pauseControl: PauseControl | undefined;
   let kafka: Kafka | undefined;
+  /** Reads the pipelines' topic ids (host/topic-incarnation.ts); made with the Kafka client. */
+  let topicIds: TopicIdReader | undefined;
   const admin = createHostAdmin(
     () => kafka,
     () => state,
@@ -137,6 +141,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   const consume = async (): Promise<'started' | 'ended'> => {
     const client = createKafka(settings.kafka, { ...kafkaLogging(logger), clientId: memberClientId(settings.kafka.clientId) });
     kafka = client;
+    topicIds = kafkajsTopicIds(client);
     for (const pipeline of all()) {
       const metrics = options.metrics?.pipeline(pipeline.name);
       const invoker = makeInvoker(pipeline.name, settings, metrics, pipeline.progress);
@@ -151,6 +156,8 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         metrics,
         progress: pipeline.progress,
         readCommitted: async () => committedOffsets(await admin.connected(), pipeline.settings.group, pipeline.settings.topic),
+        topicIds,
+        readStartOffsets: async () => groupStartOffsets(await admin.connected(), pipeline.settings.group, pipeline.settings.topic),
       });
     }
     // The pause state is read before any consumer joins: a paused pipeline stays paused across
@@ -201,6 +208,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
     }
     await pauseControl?.close();
     await admin.close();
+    await topicIds?.close();
     for (const pipeline of all()) pipeline.end(failure !== undefined);
     return failure || outcome === TIMED_OUT ? EXIT_FAILED : EXIT_OK;
   };

@@ -22,6 +22,8 @@ import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
 import { groupHeartbeatIntervalMs } from '../config/setting-declarations.js';
 import { Membership } from './membership.js';
+import { watchTopicIncarnation } from './topic-incarnation.js';
+import type { TopicIdSource } from './topic-incarnation.js';
 import type { MembershipSnapshot } from './membership.js';
 
 /** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
@@ -114,6 +116,10 @@ export interface PipelineConsumerOptions {
    * Read at every assignment: no commit of that generation may go below it (./offset-commits.ts).
    */
   readonly readCommitted?: () => Promise<ReadonlyMap<number, bigint>>;
+  /** Reads the topic's id (kafka/kafkajs/topic-ids.ts `kafkajsTopicIds`); without it a re-created topic is not noticed. */
+  readonly topicIds?: TopicIdSource;
+  /** Where the group reads each partition now: its committed offset, else the start (kafka/kafkajs/topic-ids.ts `groupStartOffsets`). */
+  readonly readStartOffsets?: () => Promise<ReadonlyMap<number, string>>;
 }
 
 /** What {@link leaveGroup} works on: the consumer, its loop, and whether its leave may be let go after the writes. */
@@ -250,9 +256,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     });
   };
   membership.onChange(({ to, partitions, generation, cause }) => {
-    if (to === 'joining') progress.left();
+    if (to === 'joining') progress.joining();
     else if (to === 'revoking') {
-      progress.left();
+      // A crash is recorded by progress.crashed() (it excuses nothing); a dropped member is not
+      // ready and says so until it rejoined.
+      if (cause === 'dropped') progress.memberDropped();
+      else if (cause === 'rebalance') progress.left();
       logger.info('partitions revoked: the lanes drain, nothing more of them is written until the next assignment', {
         pipeline: pipeline.name,
         group: pipeline.group,
@@ -265,10 +274,14 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       progress.joined(partitions);
     }
   });
-  consumer.onRebalancing(() => membership.revoke('rebalance'));
+  consumer.onRebalancing(() => {
+    incarnation?.revoked();
+    membership.revoke('rebalance');
+  });
   consumer.onGroupJoin((payload) => {
     memberId = payload.memberId;
     membership.assigned(payload.memberAssignment[pipeline.topic] ?? []);
+    incarnation?.assigned(payload.memberAssignment[pipeline.topic] ?? []);
     // kafkajs emits this inside the join, before the first fetch of the new assignment; a
     // consumer it restarted after a crash is a new one whose pause state is empty: pause again.
     if (held()) pauseFetching();
@@ -305,6 +318,25 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     committedAtAssignment: async (partition) => (await floors)?.get(partition),
   });
 
+  // A position belongs to one topic incarnation (./topic-incarnation.ts).
+  const incarnation =
+    options.topicIds && options.readStartOffsets
+      ? watchTopicIncarnation({
+          pipeline: pipeline.name,
+          topic: pipeline.topic,
+          ids: options.topicIds,
+          startOffsets: options.readStartOffsets,
+          // The floors read at the assignment were the old incarnation's.
+          drained: (work) =>
+            loop.whileDrained(async () => {
+              await work();
+              floors = readFloors();
+            }),
+          seek: (partition, offset) => consumer.seek({ topic: pipeline.topic, partition, offset }),
+          logger,
+        })
+      : undefined;
+
   return {
     fail: (message, cause) => fail(message, cause),
     async start() {
@@ -324,6 +356,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
           { cause: error },
         );
       }
+      await incarnation?.start();
       // Every join and leave of this consumer (a rebalance, a restart after a crash) waits for
       // the writes in flight: no write of this member overlaps one of the partition's next owner.
       // A join revokes what the member holds first (nothing more is taken in), then joins once
@@ -334,6 +367,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
         partitionsConsumedConcurrently: concurrency,
         eachBatch: async (payload) => {
           try {
+            if (incarnation !== undefined && !(await incarnation.admit())) return;
             await loop.eachBatch(payload);
           } catch (error) {
             // A bug in the host itself (e.g. an offset no Lambda event can carry): never a kafkajs retry.
@@ -397,6 +431,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     },
     async stop() {
       stopping = true;
+      incarnation?.stop();
       // Holds an assignment: only then can a batch be in flight, and kafkajs' leave not hang on a join.
       const assigned = membership.state === 'assigned' || membership.state === 'revoking';
       // Every wait (a back-off, a pause, a join) ends now; nothing more is taken in.
