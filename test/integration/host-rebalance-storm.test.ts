@@ -6,13 +6,13 @@
  * batches of 50 (STORAGE_MAX_POLL_RECORDS), so that every change meets lanes with many steps still
  * to take. Whether a rebalance leaves a stale seek behind is a race: before the fix of issue 38, 3
  * of 5 storms with batches of 50 moved an offset back (1 to 3 times each), 0 of 2 with batches of
- * 500; host-membership.test.ts holds the deterministic-ish cases. A SIGKILL'd member leaves the group when
- * its session times out (STORAGE_SESSION_TIMEOUT_MS=6000, hostEnvironment's). A watcher reads the
- * group's committed offsets from the broker all along; the storm runs to its end whatever it sees
- * (its summary then lists every move back of the whole storm beside the changes) and asserts: no
- * committed offset moved back, the rows end exact, the group's offsets at the topic's end, and no
- * host exited but the ones the test stopped (a SIGTERM'd one with 0). `HOST_STORM_REVIEWS` sets
- * the count (default 200,000).
+ * 500; host-membership.test.ts holds the cases that show it more often. A SIGKILL'd member leaves
+ * the group when its session times out (STORAGE_SESSION_TIMEOUT_MS=6000, hostEnvironment's). A
+ * watcher reads the group's committed offsets from the broker all along; the storm runs to its end
+ * whatever it sees (its summary then lists every move back of the whole storm beside the changes)
+ * and asserts: no committed offset moved back, the rows end exact, the group's offsets at the
+ * topic's end, and no host exited but the ones the test stopped (a SIGTERM'd one with 0).
+ * `HOST_STORM_REVIEWS` sets the count (default 200,000).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Partitioners } from 'kafkajs';
