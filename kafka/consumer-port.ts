@@ -8,7 +8,7 @@ import type { ConsumerConfig, ConsumerRunConfig, Kafka } from 'kafkajs';
 import type { GroupGate } from './kafkajs/group-gate.js';
 import { runWithGroupGate } from './kafkajs/group-gate.js';
 
-export type { GroupGate, GroupStep } from './kafkajs/group-gate.js';
+export type { GroupGate } from './kafkajs/group-gate.js';
 
 /** The member's place after a join: its id, its group and its partitions per topic. */
 export interface GroupJoin {
