@@ -11,6 +11,7 @@
  * under ({@link Membership.owns}); a stop aborts {@link Membership.stopSignal} at once, which ends
  * every wait (a back-off, a join, a pause) that listens to it.
  */
+import { causeChain } from '../shared/errors.js';
 
 /** The states of a member's life cycle, in the order a healthy member goes through them. */
 export const MEMBERSHIP_STATES = ['starting', 'joining', 'assigned', 'revoking', 'leaving', 'stopped'] as const;
@@ -163,7 +164,7 @@ export class Membership {
  * causes, so it knows no client class.
  */
 export function revokeCauseOf(error: unknown): RevokeCause | undefined {
-  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 10; cause = cause.cause, depth += 1) {
+  for (const cause of causeChain(error)) {
     const type = (cause as { type?: unknown }).type;
     if (type === 'REBALANCE_IN_PROGRESS') return 'rebalance';
     if (type === 'UNKNOWN_MEMBER_ID' || type === 'ILLEGAL_GENERATION' || type === 'FENCED_INSTANCE_ID') return 'dropped';

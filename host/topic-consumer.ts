@@ -22,6 +22,7 @@ import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
 import { groupHeartbeatIntervalMs } from '../config/setting-declarations.js';
 import { Membership } from './membership.js';
+import { causeChain } from '../shared/errors.js';
 import { watchTopicIncarnation } from './topic-incarnation.js';
 import type { TopicIdSource } from './topic-incarnation.js';
 import type { MembershipSnapshot } from './membership.js';
@@ -39,7 +40,7 @@ export const REBALANCE_MARGIN_MS = 10_000;
  * `KafkaJSNotImplemented: <Codec> compression not implemented`.
  */
 export function unreadableCodec(error: unknown): string | undefined {
-  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 10; cause = cause.cause, depth += 1) {
+  for (const cause of causeChain(error)) {
     if (cause instanceof UnreadableBatchError) return cause.codec;
     const missing = /^(\w+) compression not implemented/i.exec(cause.message);
     if (cause.name === 'KafkaJSNotImplemented' && missing) return (missing[1] as string).toLowerCase();

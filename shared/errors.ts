@@ -61,3 +61,12 @@ export class AttemptDeadlineError extends StorageConsumerError {
     this.name = 'AttemptDeadlineError';
   }
 }
+
+/** Causes followed at most: a cycle of causes (an error its own cause) must not loop. */
+const MAX_CAUSE_DEPTH = 10;
+
+/** An error and its causes (`error.cause`, and so on), outermost first; stops at the first non-Error or after 10. */
+export function* causeChain(error: unknown): Generator<Error> {
+  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < MAX_CAUSE_DEPTH; cause = cause.cause, depth += 1)
+    yield cause;
+}

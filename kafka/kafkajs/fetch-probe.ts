@@ -26,7 +26,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { StorageConsumerError } from '../../shared/errors.js';
+import { StorageConsumerError, causeChain } from '../../shared/errors.js';
 import { installWireRecords } from './wire-records.js';
 
 /** Where an unreadable record batch sits: what `storage-consumer replay ... --to-offset` needs. */
@@ -70,7 +70,7 @@ export class UnreadableFetchError extends StorageConsumerError {
 
 /** The located unreadable batch in an error's cause chain, if there is one. */
 export function unreadableBatchOf(error: unknown): UnreadableRecordBatchError | undefined {
-  for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < 10; cause = cause.cause, depth += 1) {
+  for (const cause of causeChain(error)) {
     if (cause instanceof UnreadableRecordBatchError) return cause;
   }
   return undefined;
