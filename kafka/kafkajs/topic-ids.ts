@@ -254,6 +254,9 @@ export interface TopicIdReader {
   close(): Promise<void>;
 }
 
+/** A read of topic ids that takes longer has failed: the watch tries again on a new connection. */
+const READ_TIMEOUT_MS = 10_000;
+
 /**
  * A reader over `kafka`'s own connection settings: one connection of its own (a cluster kafkajs
  * builds for it, never a consumer's), one Metadata request per read, at the highest version
@@ -269,35 +272,56 @@ export function kafkajsTopicIds(kafka: Kafka): TopicIdReader {
     if (!seed.isConnected()) await seed.connect();
     return seed;
   };
+  /** One read on the cluster as it is; {@link TopicIdReader.read} bounds it and starts afresh after a failure. */
+  const readOn = async (topics: readonly string[]): Promise<TopicIdentity[]> => {
+    const connected = await broker();
+    const supported = connected.versions?.[METADATA_API_KEY];
+    const version = Math.min(LAST_VERSION, supported?.maxVersion ?? 0);
+    if (version < FIRST_VERSION)
+      throw new TopicIdError(
+        `the broker speaks Metadata up to v${supported?.maxVersion ?? '?'}, topic ids need v${FIRST_VERSION} (Kafka 2.8 or later)`,
+        { lasting: true },
+      );
+    {
+      const answer = await connected.connectionPool.send({
+        request: {
+          apiKey: METADATA_API_KEY,
+          apiVersion: version,
+          apiName: 'Metadata',
+          encode: () => Promise.resolve(kafkajsEncoder(encodeTopicIdRequest(version, topics))),
+        },
+        response: {
+          decode: (body) => Promise.resolve(decodeTopicIdResponse(version, body)),
+          parse: (decoded) => Promise.resolve(decoded),
+        },
+      });
+      const described = new Map((answer as TopicIdentity[]).map((identity) => [identity.topic, identity]));
+      return topics.map((topic) => described.get(topic) ?? { topic, id: undefined, partitions: [] });
+    }
+  };
   return {
     async read(topics) {
-      const connected = await broker();
-      const supported = connected.versions?.[METADATA_API_KEY];
-      const version = Math.min(LAST_VERSION, supported?.maxVersion ?? 0);
-      if (version < FIRST_VERSION)
-        throw new TopicIdError(
-          `the broker speaks Metadata up to v${supported?.maxVersion ?? '?'}, topic ids need v${FIRST_VERSION} (Kafka 2.8 or later)`,
-          { lasting: true },
-        );
+      let timer: NodeJS.Timeout | undefined;
       try {
-        const answer = await connected.connectionPool.send({
-          request: {
-            apiKey: METADATA_API_KEY,
-            apiVersion: version,
-            apiName: 'Metadata',
-            encode: () => Promise.resolve(kafkajsEncoder(encodeTopicIdRequest(version, topics))),
-          },
-          response: {
-            decode: (body) => Promise.resolve(decodeTopicIdResponse(version, body)),
-            parse: (decoded) => Promise.resolve(decoded),
-          },
-        });
-        const described = new Map((answer as TopicIdentity[]).map((identity) => [identity.topic, identity]));
-        return topics.map((topic) => described.get(topic) ?? { topic, id: undefined, partitions: [] });
+        return await Promise.race([
+          readOn(topics),
+          new Promise<never>((_resolve, reject) => {
+            timer = setTimeout(
+              () => reject(new TopicIdError(`no answer to the topic id request within ${READ_TIMEOUT_MS} ms`)),
+              READ_TIMEOUT_MS,
+            );
+            timer.unref();
+          }),
+        ]);
       } catch (error) {
-        // A broken connection is built anew by the next read.
-        await cluster?.disconnect().catch(() => undefined);
+        // A broken or hung connection (a broker frozen, then resumed) is never asked again: the
+        // next read builds a new one, whatever state kafkajs left this one in.
+        const broken = cluster;
+        cluster = undefined;
+        void broken?.disconnect().catch(() => undefined);
         throw error;
+      } finally {
+        clearTimeout(timer);
       }
     },
     async close() {
