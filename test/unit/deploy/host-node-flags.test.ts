@@ -23,7 +23,8 @@ describe("the host's Node flags", () => {
     for (const bench of ['bench/e2e.ts', 'bench/peer/peers.ts']) expect(read(bench)).toContain('...HOST_NODE_FLAGS');
   });
 
-  it('are flags the project’s Node accepts', async () => {
+  // Spawns a Node process.
+  it('are flags the project’s Node accepts', { timeout: 30_000 }, async () => {
     // Act: a bad V8 flag makes node exit 9 ("bad option") before it runs anything
     const { spawnSync } = await import('node:child_process');
     const run = spawnSync(process.execPath, [...HOST_NODE_FLAGS, '-e', 'process.stdout.write("ran")'], { encoding: 'utf8' });

@@ -62,14 +62,15 @@ function expressions(text: string): string[] {
 }
 
 describe.skipIf(promtool === undefined && !CI)('promtool', () => {
-  it('checks the rules file: every rule parses', async () => {
+  // Each spawns promtool.
+  it('checks the rules file: every rule parses', { timeout: 30_000 }, async () => {
     const { code, output } = await runPromtool('check', 'rules', RULES);
     console.log(output.trim());
     expect(output).toMatch(/SUCCESS: \d+ rules found/);
     expect(code).toBe(0);
   });
 
-  it('passes the rules tests: each alert fires on its input series, and none for a planned pause', async () => {
+  it('passes the rules tests: each alert fires on its input series, and none for a planned pause', { timeout: 30_000 }, async () => {
     const { code, output } = await runPromtool('test', 'rules', RULE_TESTS);
     console.log(output.trim());
     expect(output).toContain('SUCCESS');
