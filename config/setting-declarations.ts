@@ -485,7 +485,8 @@ export const STORAGE_INVOKE_RETRY_BASE_MS = setting({
   runtimes: hostAndCli,
   tier: 'advanced',
   area: 'invoke',
-  description: 'redelivery back-off after a failed invocation; doubles, capped at 60 s',
+  description:
+    'redelivery back-off after a failed invocation; doubles, capped at 60 s, each wait jittered between half of that and all of it',
 });
 
 export const STORAGE_LAMBDA_ENDPOINT = setting({

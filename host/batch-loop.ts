@@ -10,6 +10,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KafkaMessage } from 'kafkajs';
 import { backoffDelayMs } from '../shared/backoff.js';
+import type { Random } from '../shared/backoff.js';
 import { deadlineIn } from './clock.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { EventSourceOptions } from '../shared/kafka-event-builder.js';
@@ -35,9 +36,9 @@ const MAX_REDELIVERY_DELAY_MS = 60_000;
 /** How often a back-off heartbeats and looks at the pipeline's halt (a stop ends it at once, through the membership's signal). */
 const WAIT_SLICE_MS = 200;
 
-/** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped. */
-export function redeliveryDelayMs(attempt: number, baseMs: number): number {
-  return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS);
+/** The delay before the `attempt`-th consecutive redelivery: base, 2*base, 4*base ..., capped, each jittered down to as little as half. */
+export function redeliveryDelayMs(attempt: number, baseMs: number, random?: Random): number {
+  return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS, random);
 }
 
 /** One polled batch of one partition, as kafkajs' `Batch` hands it over. */

@@ -98,7 +98,8 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
   const { pipeline, logger, metrics, progress } = options;
   const state: OffsetCommitsState = { failuresInRow: 0, askedFor: new Map(), pending: new Map(), retries: 0 };
   let retryTimer: NodeJS.Timeout | undefined;
-  const nextRetryInMs = () => backoffDelayMs(state.retries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
+  /** The jittered wait of the retry scheduled last, as the log line tells it. */
+  let retryInMs = 0;
 
   /** The offsets at or above their partition's floor; the others are refused (a bug: see the file's comment). */
   const aboveFloor = async (offsets: readonly PartitionOffset[], place: CommitPlace): Promise<readonly PartitionOffset[]> => {
@@ -174,7 +175,8 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
 
   const scheduleRetry = () => {
     if (state.pending.size === 0 || retryTimer !== undefined) return;
-    retryTimer = setTimeout(() => void retry(), nextRetryInMs());
+    retryInMs = backoffDelayMs(state.retries + 1, COMMIT_RETRY_BASE_MS, COMMIT_RETRY_MAX_MS);
+    retryTimer = setTimeout(() => void retry(), retryInMs);
     retryTimer.unref();
   };
 
@@ -196,7 +198,7 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
         ...batchFields(place),
         offsets,
         failuresInRow: state.failuresInRow,
-        retryInMs: nextRetryInMs(),
+        retryInMs,
         error: String(error),
       });
       if (state.failuresInRow >= MAX_COMMIT_FAILURES) options.fail(`${state.failuresInRow} offset commits in a row failed`, error, place);

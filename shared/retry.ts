@@ -1,9 +1,10 @@
 /**
  * The retry of a batch's database attempt: transient errors retried with exponential back-off
- * within the invocation's remaining time, a rotated credential re-read once.
+ * (jittered) within the invocation's remaining time, a rotated credential re-read once.
  */
 import { setTimeout as defaultSleep } from 'node:timers/promises';
 import { backoffDelayMs } from './backoff.js';
+import type { Random } from './backoff.js';
 import { isAuthenticationFailure, isTransientError, poolerRefusal } from './error-classification.js';
 import { ConfigurationError, RetryBudgetExhaustedError } from './errors.js';
 import type { RetrySettings } from './settings.js';
@@ -22,12 +23,14 @@ export interface RetryOptions extends RetrySettings {
   /** Told before each wait for a retry, e.g. to log it (the host's group heartbeat is a timer, not this). */
   readonly onWait?: (info: { attempt: number; delayMs: number; error: unknown }) => void;
   readonly sleep?: (ms: number) => Promise<void>;
+  /** The back-off's jitter draw (shared/backoff.ts); `Math.random` unless a test fixes it. */
+  readonly random?: Random;
 }
 
 /**
  * Runs `operation` (which must take a fresh connection each time) and retries transient
  * failures with exponential back-off: the first attempt plus up to `retries` more, waiting
- * base, 2*base, 4*base ... before them, never past the invocation's remaining time.
+ * base, 2*base, 4*base ... before them (each jittered down to as little as half), never past the invocation's remaining time.
  * Non-transient errors propagate at once, unwrapped, except a connection pooler's refusal,
  * which becomes a ConfigurationError saying what to change. When the budget is spent, or the
  * invocation has too little time left for an attempt, throws RetryBudgetExhaustedError with
@@ -56,7 +59,7 @@ export async function withTransientRetry<T>(operation: (attempt: number) => Prom
           cause: error,
         });
       }
-      const delayMs = authentication ? 0 : backoffDelayMs(attempt, options.baseMs);
+      const delayMs = authentication ? 0 : backoffDelayMs(attempt, options.baseMs, undefined, options.random);
       if (options.remainingMs() < delayMs + options.attemptReserveMs) {
         throw new RetryBudgetExhaustedError(
           `database still failing after ${attempt} attempts and the invocation has too little time left: ${String(error)}`,

@@ -152,7 +152,9 @@ export const STORAGE_DB_RETRY_BASE_MS = setting({
   runtimes: everywhere,
   tier: 'advanced',
   area: 'database',
-  description: "first back-off; doubles (1, 2, 4, 8, 16 s), never past the invocation's remaining time",
+  description:
+    'first back-off; doubles (1, 2, 4, 8, 16 s), each wait jittered between half of that and all of it, ' +
+    "never past the invocation's remaining time",
 });
 
 export const STORAGE_APP_CACHE_TTL_S = setting({

@@ -1,5 +1,5 @@
 import type { KafkaMessage } from 'kafkajs';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { BatchPlace, BatchPort } from '../../../host/batch-loop.js';
 import { createBatchLoop } from '../../../host/batch-loop.js';
 import type { HostEvent } from '../../../host/event-cut.js';
@@ -287,8 +287,13 @@ describe('batch loop (through its port)', () => {
   });
 
   describe('a failed commit', () => {
+    beforeEach(() => {
+      // The back-off's jitter draw that gives each wait its ceiling (1 s, 2 s ...), so the schedule reads exactly.
+      vi.spyOn(Math, 'random').mockReturnValue(0);
+    });
     afterEach(() => {
       vi.useRealTimers();
+      vi.restoreAllMocks();
     });
     /** A commit that fails its first `failures` calls (the coordinator moved), then succeeds. */
     const failingFirst = (failures: number) => {

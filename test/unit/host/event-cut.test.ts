@@ -200,9 +200,15 @@ describe('cutBatch', () => {
 
 describe('redeliveryDelayMs', () => {
   it('doubles from the base per consecutive failure and is capped at 60 s', () => {
-    expect([1, 2, 3, 4, 5, 6, 7, 8].map((attempt) => redeliveryDelayMs(attempt, 1_000))).toEqual([
+    const ceiling = () => 0;
+    expect([1, 2, 3, 4, 5, 6, 7, 8].map((attempt) => redeliveryDelayMs(attempt, 1_000, ceiling))).toEqual([
       1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000,
     ]);
-    expect(redeliveryDelayMs(1_000, 1_000)).toBe(60_000);
+    expect(redeliveryDelayMs(1_000, 1_000, ceiling)).toBe(60_000);
+  });
+
+  it('is jittered between half of that and all of it', () => {
+    expect(redeliveryDelayMs(7, 1_000, () => 0.999_999)).toBe(30_000);
+    expect(redeliveryDelayMs(3, 1_000, () => 0.5)).toBe(3_000);
   });
 });

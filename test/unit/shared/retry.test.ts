@@ -17,6 +17,8 @@ function fakeInvocation(remainingAtStart = 15 * 60_000) {
         retries: 5,
         baseMs: 1_000,
         attemptReserveMs: 0,
+        // The jitter's draw that gives each wait its ceiling, so the schedule reads exactly.
+        random: () => 0,
         remainingMs: () => remaining,
         sleep: async (ms) => {
           sleeps.push(ms);
