@@ -18,14 +18,20 @@
  *    the host's peak RSS during the drain.
  * Each figure is the median over the rounds. The last line is one JSON object for tooling.
  *
+ * `--clients kafkajs,platformatic` runs the host on each Kafka client (`KAFKA_CLIENT`) in every
+ * round, the order turned by one place per round, and reports the figures per client (under
+ * `clients` in the JSON) beside the one handler-only rate of the run; with one client (the
+ * default, kafkajs) the JSON is flat as before.
+ *
  * The host is the build's (`npm run build` first), run as the Dockerfile and `npm run host` run
  * it: `node <HOST_NODE_FLAGS> dist/host/main.js`, so that its RSS and CPU are the product's,
  * without the TypeScript loader of a source run.
  *
  * Flags: --reviews N (default 200000), --interval-ms N (default 200), --rounds N (default 3),
- * --scenario flood|drain|all (default all), --host-cpu-prof DIR (the host writes a V8 CPU
+ * --scenario flood|drain|all (default all), --clients LIST (default kafkajs: a comma list of
+ * kafkajs and platformatic), --host-cpu-prof DIR (the host writes a V8 CPU
  * profile per run into DIR when it stops), --host-env NAME=VALUE (repeatable: an extra variable
- * for the host, e.g. to compare a setting), --skip-build, --host-entry FILE (the host's entry,
+ * for the host, e.g. to compare a setting; not KAFKA_CLIENT), --skip-build, --host-entry FILE (the host's entry,
  * default dist/host/main.js, e.g. another build inside the package, to compare two builds),
  * --host-node-option OPTION (repeatable: a Node or V8 option for the host's node process, after
  * the product's own flags, HOST_NODE_FLAGS in bench/support.ts).
@@ -52,6 +58,7 @@ import { loadSettings } from '../shared/settings.js';
 import type { FreshnessComparison } from './freshness.js';
 import { compareFreshness, delaysBetween, scrapeDelays } from './freshness.js';
 import { decodeReview } from '../shared/contracts/reviews.js';
+import type { HostKafkaClient } from './support.js';
 import {
   APPS,
   BENCH_CONTEXT,
@@ -62,8 +69,11 @@ import {
   copyLine,
   createCopyBaseline,
   median,
+  parseClients,
+  parseHostEnv,
   percentile,
   prepareDatabase,
+  rotation,
   runNpm,
   syntheticReview,
   withDatabase,
@@ -78,6 +88,7 @@ const { values: flags } = parseArgs({
     'interval-ms': { type: 'string', default: '200' },
     rounds: { type: 'string', default: '3' },
     scenario: { type: 'string', default: 'all' },
+    clients: { type: 'string', default: 'kafkajs' },
     'host-cpu-prof': { type: 'string' },
     'host-env': { type: 'string', multiple: true, default: [] },
     'skip-build': { type: 'boolean', default: false },
@@ -96,13 +107,8 @@ const HOST_NODE_ARGS = [
   ...(flags['host-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(flags['host-cpu-prof'])] : []),
   path.resolve(flags['host-entry']),
 ];
-const HOST_ENV = Object.fromEntries(
-  flags['host-env'].map((pair) => {
-    const at = pair.indexOf('=');
-    if (at < 1) throw new Error(`--host-env takes NAME=VALUE, not ${pair}`);
-    return [pair.slice(0, at), pair.slice(at + 1)];
-  }),
-);
+const HOST_ENV = parseHostEnv(flags['host-env']);
+const CLIENTS = await parseClients(flags.clients);
 const root = BENCH_ROOT;
 
 async function peakRssMb(pid: number): Promise<number> {
@@ -183,8 +189,8 @@ async function freshTopics(brokers: readonly string[]): Promise<{ run: string; t
   return { run, topics };
 }
 
-/** The host as a child process, as in production, with all three pipelines on `topics`. */
-async function spawnHost(brokers: readonly string[], url: string, run: string, topics: BenchTopics) {
+/** The host as a child process, as in production, on `client`, with all three pipelines on `topics`. */
+async function spawnHost(brokers: readonly string[], url: string, run: string, topics: BenchTopics, client: HostKafkaClient) {
   // The HTTP endpoint is on, as in production (its cost is in the RSS figure), on a free port.
   const [httpPort] = await freePorts(1);
   const host = spawn(process.execPath, HOST_NODE_ARGS, {
@@ -203,6 +209,7 @@ async function spawnHost(brokers: readonly string[], url: string, run: string, t
       POWERTOOLS_LOG_LEVEL: 'WARN',
       STORAGE_HTTP_PORT: String(httpPort),
       ...HOST_ENV,
+      KAFKA_CLIENT: client,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -255,7 +262,7 @@ interface FloodFigures {
 }
 
 /** The flood: reviews produced as fast as possible while the host runs, network-metrics trickling beside them. */
-async function floodRound(brokers: readonly string[], values: readonly Buffer[]): Promise<FloodFigures> {
+async function floodRound(brokers: readonly string[], values: readonly Buffer[], client: HostKafkaClient): Promise<FloodFigures> {
   return withDatabase('sc_bench_e2e', async (url) => {
     await prepareDatabase(url);
     const listener = new pg.Client({ connectionString: url });
@@ -274,7 +281,7 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
     });
 
     const { run, topics } = await freshTopics(brokers);
-    const host = await spawnHost(brokers, url, run, topics);
+    const host = await spawnHost(brokers, url, run, topics, client);
     try {
       await host.joined();
       await sleep(2000);
@@ -331,7 +338,7 @@ async function floodRound(brokers: readonly string[], values: readonly Buffer[])
       await producer.disconnect();
       await counter.end();
       console.log(
-        `flood: produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`,
+        `flood (${client}): produced ${REVIEWS} reviews in ${((produced - started) / 1000).toFixed(1)} s; all stored after ${((finished - started) / 1000).toFixed(1)} s`,
       );
       return { e2eRate: REVIEWS / ((finished - started) / 1000), latencies: [...latencies], sent: sentAt.size, rss, freshness };
     } finally {
@@ -365,6 +372,7 @@ async function drainRound(
   reviews: readonly { key: string; value: Buffer }[],
   copyChunks: readonly string[],
   copyFirst: boolean,
+  kafkaClient: HostKafkaClient,
 ): Promise<DrainFigures> {
   return withDatabase('sc_bench_drain', async (url) => {
     await prepareDatabase(url);
@@ -394,7 +402,7 @@ async function drainRound(
       await client.query('CHECKPOINT');
 
       const started = performance.now();
-      const host = await spawnHost(brokers, url, run, topics);
+      const host = await spawnHost(brokers, url, run, topics, kafkaClient);
       let joinedAfter = Number.NaN;
       void host.joined().then(
         () => (joinedAfter = (performance.now() - started) / 1000),
@@ -413,7 +421,7 @@ async function drainRound(
         rss = await peakRssMb(host.host.pid as number);
         cpu = await cpuSeconds(host.host.pid as number);
         console.log(
-          `drain: ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (all pipelines joined after ${joinedAfter.toFixed(1)} s; host CPU ${cpu.toFixed(1)} s)`,
+          `drain (${kafkaClient}): ${REVIEWS} reviews stored and committed ${seconds.toFixed(1)} s after the host was started (all pipelines joined after ${joinedAfter.toFixed(1)} s; host CPU ${cpu.toFixed(1)} s)`,
         );
       } finally {
         await host.stop();
@@ -445,40 +453,14 @@ function copyChunksOf(values: readonly Buffer[]): string[] {
 
 const round3 = (value: number) => Number(value.toFixed(3));
 
-async function main(): Promise<void> {
-  console.log(
-    `bench: ${REVIEWS} reviews through broker -> host -> PostgreSQL, ${ROUNDS} rounds, scenario ${SCENARIO}` +
-      (SCENARIO === 'drain' ? '' : `, a network-metrics message every ${INTERVAL_MS} ms during the flood`),
-  );
-  const messages = Array.from({ length: REVIEWS }, (_, i) => syntheticReview(i));
-  const values = messages.map((message) => Buffer.from(JSON.stringify(message)));
-  const keyed = messages.map((message, i) => ({ key: String(message.review_id), value: values[i] as Buffer }));
-  const copyChunks = copyChunksOf(values);
-  if (!flags['skip-build']) {
-    console.log('building the host (npm run build)');
-    await runNpm(['run', '-s', 'build']);
-  }
-  const cluster = await ensureBroker({ ephemeral: true, log: (line) => console.log(`[kafka] ${line}`) });
-  const floods: FloodFigures[] = [];
-  const drains: DrainFigures[] = [];
-  try {
-    for (let round = 1; round <= ROUNDS; round += 1) {
-      if (SCENARIO !== 'drain') floods.push(await floodRound(cluster.brokers, values));
-      if (SCENARIO !== 'flood') {
-        const drain = await drainRound(cluster.brokers, keyed, copyChunks, round % 2 === 0);
-        drains.push(drain);
-        console.log(
-          `round ${round}: drain ${drain.rate.toFixed(0)} rows/s, COPY ${drain.copyRate.toFixed(0)} rows/s ` +
-            `(${(drain.rate / drain.copyRate).toFixed(3)} x COPY), host peak RSS ${drain.rss.toFixed(0)} MB, host CPU ${drain.cpu.toFixed(1)} s`,
-        );
-      }
-    }
-  } finally {
-    await cluster.stop();
-  }
-  let result: Record<string, number> = { reviews: REVIEWS, rounds: ROUNDS };
-  // The handler alone on the same records, in the same run: the yardstick of the flood and the drain.
-  const handlerRate = await handlerOnly(values);
+/** One client's figures over the rounds (medians), printed with `label` and returned for the JSON line. */
+function report(
+  label: string,
+  floods: readonly FloodFigures[],
+  drains: readonly DrainFigures[],
+  handlerRate: number,
+): Record<string, number> {
+  let result: Record<string, number> = {};
   if (floods.length > 0) {
     const e2eRate = median(floods.map((flood) => flood.e2eRate));
     const p99s = floods.map((flood) => percentile(flood.latencies, 99));
@@ -500,16 +482,16 @@ async function main(): Promise<void> {
       nm_freshness_agrees_rounds: floods.filter((flood) => flood.freshness.agrees).length,
     };
     console.log(
-      `end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`,
+      `${label}end to end:   ${result.e2e_rows_per_s} reviews/s (${result.e2e_ratio} x handler-only ${result.handler_rows_per_s}/s; target >= 0.6)`,
     );
     console.log(
-      `nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms (per round: ${p99s.map(Math.round).join(', ')}), max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`,
+      `${label}nm latency:   p50 ${result.nm_p50_ms} ms, p95 ${result.nm_p95_ms} ms, p99 ${result.nm_p99_ms} ms (per round: ${p99s.map(Math.round).join(', ')}), max ${result.nm_max_ms} ms over ${result.nm_stored_during_run} messages (target p99 <= 500)`,
     );
     console.log(
-      `host RSS:     ${result.host_peak_rss_mb} MB peak during the flood, median of the rounds; highest round ${result.host_peak_rss_max_mb} MB (target <= 256)`,
+      `${label}host RSS:     ${result.host_peak_rss_mb} MB peak during the flood, median of the rounds; highest round ${result.host_peak_rss_max_mb} MB (target <= 256)`,
     );
     for (const [index, flood] of floods.entries()) {
-      console.log(`nm latencies in send order, round ${index + 1} (ms): ${flood.latencies.map((ms) => Math.round(ms)).join(' ')}`);
+      console.log(`${label}nm latencies in send order, round ${index + 1} (ms): ${flood.latencies.map((ms) => Math.round(ms)).join(' ')}`);
     }
   }
   if (drains.length > 0) {
@@ -524,13 +506,65 @@ async function main(): Promise<void> {
       drain_handler_ratio: round3(rate / handlerRate),
       drain_host_peak_rss_mb: Math.round(median(drains.map((drain) => drain.rss))),
       drain_host_peak_rss_max_mb: Math.round(Math.max(...drains.map((drain) => drain.rss))),
+      drain_host_cpu_s: round3(median(drains.map((drain) => drain.cpu))),
     };
     console.log(
-      `drain:        ${result.drain_rows_per_s} reviews/s, ${result.drain_ratio} x COPY ${result.drain_copy_rows_per_s} rows/s (target >= 0.6), ` +
-        `${result.drain_handler_ratio} x the handler's fresh ${result.handler_rows_per_s}/s (target >= 0.6); host peak RSS ${result.drain_host_peak_rss_mb} MB, median of the rounds; highest round ${result.drain_host_peak_rss_max_mb} MB (target <= 256)`,
+      `${label}drain:        ${result.drain_rows_per_s} reviews/s, ${result.drain_ratio} x COPY ${result.drain_copy_rows_per_s} rows/s (target >= 0.6), ` +
+        `${result.drain_handler_ratio} x the handler's fresh ${result.handler_rows_per_s}/s (target >= 0.6); host peak RSS ${result.drain_host_peak_rss_mb} MB, median of the rounds; highest round ${result.drain_host_peak_rss_max_mb} MB (target <= 256); host CPU ${result.drain_host_cpu_s} s`,
     );
   }
-  console.log(JSON.stringify(result));
+  return result;
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `bench: ${REVIEWS} reviews through broker -> host (${CLIENTS.join(', ')}) -> PostgreSQL, ${ROUNDS} rounds, scenario ${SCENARIO}` +
+      (SCENARIO === 'drain' ? '' : `, a network-metrics message every ${INTERVAL_MS} ms during the flood`),
+  );
+  const messages = Array.from({ length: REVIEWS }, (_, i) => syntheticReview(i));
+  const values = messages.map((message) => Buffer.from(JSON.stringify(message)));
+  const keyed = messages.map((message, i) => ({ key: String(message.review_id), value: values[i] as Buffer }));
+  const copyChunks = copyChunksOf(values);
+  if (!flags['skip-build']) {
+    console.log('building the host (npm run build)');
+    await runNpm(['run', '-s', 'build']);
+  }
+  const cluster = await ensureBroker({ ephemeral: true, log: (line) => console.log(`[kafka] ${line}`) });
+  const floods = new Map<HostKafkaClient, FloodFigures[]>(CLIENTS.map((client) => [client, []]));
+  const drains = new Map<HostKafkaClient, DrainFigures[]>(CLIENTS.map((client) => [client, []]));
+  try {
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      for (const client of rotation(CLIENTS, round)) {
+        if (SCENARIO !== 'drain') floods.get(client)?.push(await floodRound(cluster.brokers, values, client));
+        if (SCENARIO !== 'flood') {
+          const drain = await drainRound(cluster.brokers, keyed, copyChunks, round % 2 === 0, client);
+          drains.get(client)?.push(drain);
+          console.log(
+            `round ${round}, ${client}: drain ${drain.rate.toFixed(0)} rows/s, COPY ${drain.copyRate.toFixed(0)} rows/s ` +
+              `(${(drain.rate / drain.copyRate).toFixed(3)} x COPY), host peak RSS ${drain.rss.toFixed(0)} MB, host CPU ${drain.cpu.toFixed(1)} s`,
+          );
+        }
+      }
+    }
+  } finally {
+    await cluster.stop();
+  }
+  // The handler alone on the same records, in the same run: the yardstick of the flood and the drain.
+  const handlerRate = await handlerOnly(values);
+  const figures = Object.fromEntries(
+    CLIENTS.map((client) => [
+      client,
+      report(CLIENTS.length === 1 ? '' : `${client}: `, floods.get(client) ?? [], drains.get(client) ?? [], handlerRate),
+    ]),
+  );
+  const only = CLIENTS.length === 1 ? figures[CLIENTS[0] as string] : undefined;
+  console.log(
+    JSON.stringify({
+      reviews: REVIEWS,
+      rounds: ROUNDS,
+      ...(only === undefined ? { handler_rows_per_s: Math.round(handlerRate), clients: figures } : { client: CLIENTS[0], ...only }),
+    }),
+  );
 }
 
 await main();

@@ -13,6 +13,10 @@
  *  - `remote`: both talk to it through the same TCP proxy (bench/peer/delay-proxy.ts) that delays
  *    every chunk by --delay-ms (0.5) each way: a 1 ms round trip, as RDS in the same zone. The
  *    round trip the proxy really adds is measured (SELECT 1, median) and printed.
+ * With `--clients kafkajs,platformatic` each pair drains once per client (`KAFKA_CLIENT`) beside
+ * Debezium, the order turned by one place per pair (D K P, K P D, P D K, ...), and every client's
+ * ratios are to the Debezium drain of the same pair; the clients' own per-pair ratios to the first
+ * one are given too.
  * Per drain: steady rows/s (from the first stored row), whole-run rows/s (from the spawn),
  * client CPU seconds and CPU microseconds per row, machine CPU seconds (and of it PostgreSQL's and the
  * broker's), peak RSS. Per scenario:
@@ -21,14 +25,15 @@
  * both databases, also on failure.
  *
  * Flags: --records N (200000), --pairs N (2), --scenario local|remote|all (all), --delay-ms X
- * (0.5), --mode unnest|batch|rewrite (unnest), --host-env NAME=VALUE (repeatable, for our
- * host), --host-node-option OPTION (repeatable: a Node or V8 option for our host's node process, after
+ * (0.5), --mode unnest|batch|rewrite (unnest), --clients LIST (kafkajs: the Kafka clients our host
+ * runs on, a comma list of kafkajs and platformatic), --host-env NAME=VALUE (repeatable, for our
+ * host; not KAFKA_CLIENT), --host-node-option OPTION (repeatable: a Node or V8 option for our host's node process, after
  * the product's own flags, HOST_NODE_FLAGS in bench/support.ts; not for the baseline's), --host-cpu-prof DIR (our host writes a V8 CPU profile per drain into DIR),
  * --host-log-dir DIR (keeps each drain's host log, stdout and stderr, as DIR/<scenario>-pair<N>-ours|baseline.log, e.g.
  * to read a --host-node-option=--trace-gc-nvp),
  * --skip-build, --host-entry FILE (our host's entry, default dist/host/main.js, e.g. an older build
  * to compare), --only ours|debezium (drains one peer only, e.g. to profile; no ratios), --baseline-entry FILE
- * (with --only ours: each pair also drains this entry, in alternating order, and the per-pair ratios
+ * (with --only ours and one client: each pair also drains this entry, in alternating order, and the per-pair ratios
  * are ours / the baseline: a change measured against the build before it). Environment: DATABASE_URL (the server, default postgres://postgres@127.0.0.1:5432/postgres),
  * KAFKA_CACHE_DIR, PEER_BENCH_CACHE_DIR (.cache/peer-bench).
  */
@@ -43,7 +48,8 @@ import { ensureTopics } from '../kafka/topics.js';
 import type { DrainFigures, DrainSetup } from './peer/peers.js';
 import { dropDatabase, drainDebezium, drainOurs, processCpuSeconds, resolvePeerJars } from './peer/peers.js';
 import { produceReviews } from './peer/reviews.js';
-import { BENCH_ROOT, BUILT_HOST_ENTRY, median, runNpm, serverUrl } from './support.js';
+import type { HostKafkaClient } from './support.js';
+import { BENCH_ROOT, BUILT_HOST_ENTRY, median, parseHostEnv, parseClients, rotation, runNpm, serverUrl } from './support.js';
 
 installKafkajsWorkarounds();
 
@@ -54,6 +60,7 @@ const { values: flags } = parseArgs({
     scenario: { type: 'string', default: 'all' },
     'delay-ms': { type: 'string', default: '0.5' },
     mode: { type: 'string', default: 'unnest' },
+    clients: { type: 'string', default: 'kafkajs' },
     'host-env': { type: 'string', multiple: true, default: [] },
     'host-cpu-prof': { type: 'string' },
     'host-log-dir': { type: 'string' },
@@ -77,13 +84,10 @@ if (flags.only !== undefined && flags.only !== 'ours' && flags.only !== 'debeziu
 if (flags['baseline-entry'] !== undefined && flags.only !== 'ours') throw new Error('--baseline-entry needs --only ours');
 for (const scenario of SCENARIOS)
   if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
-const HOST_ENV = Object.fromEntries(
-  flags['host-env'].map((pair) => {
-    const at = pair.indexOf('=');
-    if (at < 1) throw new Error(`--host-env takes NAME=VALUE, not ${pair}`);
-    return [pair.slice(0, at), pair.slice(at + 1)];
-  }),
-);
+const CLIENTS = await parseClients(flags.clients);
+if (flags['baseline-entry'] !== undefined && CLIENTS.length > 1)
+  throw new Error('--baseline-entry measures one client: give one in --clients');
+const HOST_ENV = parseHostEnv(flags['host-env']);
 const VERSIONS = { kafkaConnect: '4.1.1', debezium: '3.5.0.Final' };
 const SEED = 42;
 const ROOT = BENCH_ROOT;
@@ -145,43 +149,65 @@ async function roundTripMs(server: URL, port: number): Promise<number> {
 
 const round = (value: number, digits = 3): number => Number(value.toFixed(digits));
 
-type Peer = DrainFigures['peer'];
+/** A drain's name in a pair: `debezium`, or the client our host ran on. */
+const nameOf = (drain: DrainFigures): string => (drain.peer === 'debezium' ? 'debezium' : (drain.client as string));
 
-/** Per-peer medians, per-pair ratio medians, and every drain. */
-function summarise(drains: readonly DrainFigures[][]) {
-  const of = (peer: Peer) => drains.map((pair) => pair.find((drain) => drain.peer === peer) as DrainFigures);
-  const medians = (peer: Peer) => {
-    const runs = of(peer);
-    const m = (key: keyof DrainFigures) => median(runs.map((run) => run[key] as number));
-    return {
-      steady_rows_per_s: Math.round(m('steady_rows_per_s')),
-      whole_rows_per_s: Math.round(m('whole_rows_per_s')),
-      client_cpu_s: round(m('client_cpu_s'), 2),
-      cpu_us_per_row: round(m('cpu_us_per_row'), 1),
-      machine_cpu_s: round(m('machine_cpu_s'), 2),
-      database_cpu_s: round(m('database_cpu_s'), 2),
-      database_busy: round(m('database_busy'), 2),
-      broker_cpu_s: round(m('broker_cpu_s'), 2),
-      startup_s: round(m('startup_s'), 2),
-      peak_rss_mb: round(m('peak_rss_mb'), 1),
-      ...(peer === 'ours' ? { mean_event_records: round(m('mean_event_records'), 1) } : {}),
-    };
+/** The medians of one peer's drains. */
+function medians(runs: readonly DrainFigures[]) {
+  const m = (key: keyof DrainFigures) => median(runs.map((run) => run[key] as number));
+  return {
+    steady_rows_per_s: Math.round(m('steady_rows_per_s')),
+    whole_rows_per_s: Math.round(m('whole_rows_per_s')),
+    client_cpu_s: round(m('client_cpu_s'), 2),
+    cpu_us_per_row: round(m('cpu_us_per_row'), 1),
+    machine_cpu_s: round(m('machine_cpu_s'), 2),
+    database_cpu_s: round(m('database_cpu_s'), 2),
+    database_busy: round(m('database_busy'), 2),
+    broker_cpu_s: round(m('broker_cpu_s'), 2),
+    startup_s: round(m('startup_s'), 2),
+    peak_rss_mb: round(m('peak_rss_mb'), 1),
+    ...(runs[0]?.peer === 'ours' ? { mean_event_records: round(m('mean_event_records'), 1) } : {}),
   };
+}
+
+/** Per pair, `ours[i] / theirs[i]` of each figure: the median of the pairs' ratios and each pair's. */
+function pairRatios(ours: readonly DrainFigures[], theirs: readonly DrainFigures[]) {
   const ratio = (key: keyof DrainFigures) => {
-    const ours = of('ours');
-    const theirs = of('debezium');
     const each = ours.map((run, i) => (run[key] as number) / ((theirs[i] as DrainFigures)[key] as number));
     return { median: round(median(each)), pairs: each.map((value) => round(value)) };
   };
   return {
-    debezium: medians('debezium'),
-    ours: medians('ours'),
-    ratios: {
-      steady: ratio('steady_rows_per_s'),
-      whole: ratio('whole_rows_per_s'),
-      client_cpu: ratio('client_cpu_s'),
-      machine_cpu: ratio('machine_cpu_s'),
-    },
+    steady: ratio('steady_rows_per_s'),
+    whole: ratio('whole_rows_per_s'),
+    client_cpu: ratio('client_cpu_s'),
+    machine_cpu: ratio('machine_cpu_s'),
+    peak_rss: ratio('peak_rss_mb'),
+  };
+}
+
+/**
+ * Per-peer medians and per-pair ratios, and every drain: `clients` has each client's medians, its
+ * ratios to Debezium and (after the first client) to the first client; with one client `ours` and
+ * `ratios` are its medians and its ratios to Debezium, as before there were clients to compare.
+ */
+function summarise(drains: readonly DrainFigures[][]) {
+  const of = (name: string) => drains.map((pair) => pair.find((drain) => nameOf(drain) === name) as DrainFigures);
+  const debezium = of('debezium');
+  const first = of(CLIENTS[0] as string);
+  const clients = Object.fromEntries(
+    CLIENTS.map((client, index) => [
+      client,
+      {
+        ...medians(of(client)),
+        ratios: pairRatios(of(client), debezium),
+        vs_first: index === 0 ? undefined : { client: CLIENTS[0] as string, ...pairRatios(of(client), first) },
+      },
+    ]),
+  );
+  return {
+    debezium: medians(debezium),
+    ...(CLIENTS.length === 1 ? { ours: medians(first), ratios: pairRatios(first, debezium) } : {}),
+    clients,
     ts_ok: drains.every((pair) => pair.every((drain) => drain.ts_ok)),
     drains,
   };
@@ -249,11 +275,11 @@ async function main(): Promise<void> {
       const baselines: DrainFigures[] = [];
       const logDir = flags['host-log-dir'] === undefined ? undefined : path.resolve(flags['host-log-dir']);
       if (logDir !== undefined) await mkdir(logDir, { recursive: true });
-      const drainOursFrom = (entry: string, nodeOptions: readonly string[], label: string) =>
+      const drainOursFrom = (client: HostKafkaClient, entry: string, nodeOptions: readonly string[], label: string) =>
         drainOurs(setup, {
           topic: TOPICS.ours,
           database: OURS_DATABASE,
-          env: HOST_ENV,
+          env: { ...HOST_ENV, KAFKA_CLIENT: client },
           entry: path.resolve(entry),
           nodeOptions: [
             ...nodeOptions,
@@ -262,30 +288,38 @@ async function main(): Promise<void> {
           ...(logDir === undefined ? {} : { keepLog: path.join(logDir, `${label}.log`) }),
         });
       const proxyCpuBefore = proxy ? await proxy.cpuSeconds() : 0;
+      // One pair: Debezium and each client, or (--baseline-entry) the baseline build and ours.
+      const baselineEntry = flags['baseline-entry'];
+      const members: readonly string[] =
+        baselineEntry === undefined
+          ? [...(flags.only === 'ours' ? [] : ['debezium']), ...(flags.only === 'debezium' ? [] : CLIENTS)]
+          : ['baseline', CLIENTS[0] as string];
+      const suffix = (client: string) => (CLIENTS.length === 1 ? '' : `-${client}`);
       for (let pair = 1; pair <= PAIRS; pair += 1) {
-        const order = (pair % 2 === 1 ? (['debezium', 'ours'] as const) : (['ours', 'debezium'] as const)).filter(
-          (peer) => flags.only === undefined || peer === flags.only,
-        );
         const figures: DrainFigures[] = [];
-        const baselineEntry = flags['baseline-entry'];
-        const runs =
-          baselineEntry === undefined ? order : pair % 2 === 1 ? (['baseline', 'ours'] as const) : (['ours', 'baseline'] as const);
-        for (const peer of runs) {
+        for (const member of rotation(members, pair)) {
+          const client = CLIENTS[0] as HostKafkaClient;
           const drain =
-            peer === 'debezium'
+            member === 'debezium'
               ? await drainDebezium(setup, { jars, topic: TOPICS.debezium, database: PEER_DATABASE, mode: MODE, javaOptions: ['-Xmx1g'] })
-              : peer === 'baseline'
-                ? await drainOursFrom(baselineEntry as string, [], `${scenario}-pair${pair}-baseline`)
-                : await drainOursFrom(flags['host-entry'], flags['host-node-option'], `${scenario}-pair${pair}-ours`);
+              : member === 'baseline'
+                ? await drainOursFrom(client, baselineEntry as string, [], `${scenario}-pair${pair}-baseline`)
+                : await drainOursFrom(
+                    member as HostKafkaClient,
+                    flags['host-entry'],
+                    flags['host-node-option'],
+                    `${scenario}-pair${pair}-ours${suffix(member)}`,
+                  );
+          const name = member === 'debezium' ? 'debezium' : member === 'baseline' ? `baseline (${client})` : `ours (${member})`;
           log(
-            `${scenario} pair ${pair} ${peer}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
+            `${scenario} pair ${pair} ${name}: steady ${drain.steady_rows_per_s} rows/s, whole ${drain.whole_rows_per_s} rows/s, ` +
               `client CPU ${drain.client_cpu_s} s (${drain.cpu_us_per_row} us/row), machine CPU ${drain.machine_cpu_s} s ` +
               `(PostgreSQL ${drain.database_cpu_s} s, busy ${drain.database_busy} of a core; broker ${drain.broker_cpu_s} s), peak RSS ${drain.peak_rss_mb} MB, start-up ${drain.startup_s} s` +
               (drain.invocations === undefined
                 ? ''
                 : `, ${drain.invocations} invocations of ${drain.mean_event_records} records on average`),
           );
-          if (peer === 'baseline') baselines.push(drain);
+          if (member === 'baseline') baselines.push(drain);
           else figures.push(drain);
         }
         drains.push(figures);
@@ -318,14 +352,20 @@ async function main(): Promise<void> {
           : {}),
         ...summary,
       };
-      const { ratios } = summary;
-      console.log(
-        `${scenario}: steady ours ${summary.ours.steady_rows_per_s} vs Debezium ${summary.debezium.steady_rows_per_s} rows/s, ratio ${ratios.steady.median} (pairs ${ratios.steady.pairs.join(', ')}; goal >= 2); ` +
-          `whole ratio ${ratios.whole.median}; client CPU ${summary.ours.client_cpu_s} vs ${summary.debezium.client_cpu_s} s, ratio ${ratios.client_cpu.median} (goal <= 0.25); ` +
-          `ours ${summary.ours.cpu_us_per_row} us/row (goal <= 15, start-up included), peak RSS ${summary.ours.peak_rss_mb} MB (goal <= 256); ` +
-          `PostgreSQL CPU ${summary.ours.database_cpu_s} s beside ours, ${summary.debezium.database_cpu_s} s beside Debezium; ` +
-          `broker ${summary.ours.broker_cpu_s} vs ${summary.debezium.broker_cpu_s} s`,
-      );
+      const theirs = summary.debezium;
+      for (const [client, ours] of Object.entries(summary.clients)) {
+        const { ratios } = ours;
+        console.log(
+          `${scenario}, ${client}: steady ours ${ours.steady_rows_per_s} vs Debezium ${theirs.steady_rows_per_s} rows/s, ratio ${ratios.steady.median} (pairs ${ratios.steady.pairs.join(', ')}; goal >= 2); ` +
+            `whole ratio ${ratios.whole.median}; client CPU ${ours.client_cpu_s} vs ${theirs.client_cpu_s} s, ratio ${ratios.client_cpu.median} (pairs ${ratios.client_cpu.pairs.join(', ')}; goal <= 0.25); ` +
+            `ours ${ours.cpu_us_per_row} vs ${theirs.cpu_us_per_row} us/row (start-up included), peak RSS ${ours.peak_rss_mb} vs ${theirs.peak_rss_mb} MB (ours: goal <= 256); ` +
+            `PostgreSQL CPU ${ours.database_cpu_s} s beside ours, ${theirs.database_cpu_s} s beside Debezium; ` +
+            `broker ${ours.broker_cpu_s} vs ${theirs.broker_cpu_s} s` +
+            (ours.vs_first === undefined
+              ? ''
+              : `; against ${ours.vs_first.client} in the same pairs: steady ${ours.vs_first.steady.median}, client CPU ${ours.vs_first.client_cpu.median}, peak RSS ${ours.vs_first.peak_rss.median}`),
+        );
+      }
       if (proxy) await proxy.stop();
     }
   } finally {
@@ -338,6 +378,7 @@ async function main(): Promise<void> {
       partitions: 3,
       batch_size: 500,
       peer: { name: 'debezium-jdbc-sink', version: VERSIONS.debezium, kafka_connect: VERSIONS.kafkaConnect, mode: MODE, tasks: 3 },
+      clients: CLIENTS,
       host_env: HOST_ENV,
       ...results,
     }),

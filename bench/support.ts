@@ -23,6 +23,59 @@ export const BUILT_HOST_ENTRY = 'dist/host/main.js';
  */
 export const HOST_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=150'];
 
+/**
+ * The Kafka clients the host can run on (`KAFKA_CLIENT`, docs/design.md "The Kafka seam"); the
+ * first is the default. The benches measure our host on each one asked for, side by side in one run.
+ */
+export const HOST_KAFKA_CLIENTS = ['kafkajs', 'platformatic'] as const;
+
+/** One of {@link HOST_KAFKA_CLIENTS}. */
+export type HostKafkaClient = (typeof HOST_KAFKA_CLIENTS)[number];
+
+/**
+ * A bench's `--clients` value (a comma list, each at most once) as the clients to measure. A
+ * client other than the default needs the host's `KAFKA_CLIENT` setting: without it the host would
+ * run on kafkajs and the figures would carry the wrong name, so that is refused.
+ */
+export async function parseClients(text: string): Promise<HostKafkaClient[]> {
+  const names = text.split(',').map((name) => name.trim());
+  for (const name of names)
+    if (!(HOST_KAFKA_CLIENTS as readonly string[]).includes(name))
+      throw new Error(`--clients takes a comma list of ${HOST_KAFKA_CLIENTS.join(', ')}, not ${name}`);
+  if (new Set(names).size !== names.length) throw new Error(`--clients names a client twice: ${text}`);
+  if (names.some((name) => name !== HOST_KAFKA_CLIENTS[0])) {
+    const { ALL_SETTINGS } = await import('../config/setting-declarations.js');
+    if (!ALL_SETTINGS.some((declared) => declared.name === 'KAFKA_CLIENT'))
+      throw new Error(`--clients ${text}: this build declares no KAFKA_CLIENT setting, so the host can only run on kafkajs`);
+  }
+  return names as HostKafkaClient[];
+}
+
+/**
+ * A bench's `--host-env NAME=VALUE` pairs as the extra environment of our host. The client is not
+ * among them: `--clients` sets `KAFKA_CLIENT` per run.
+ */
+export function parseHostEnv(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new Error(`--host-env takes NAME=VALUE, not ${pair}`);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  if ('KAFKA_CLIENT' in env) throw new Error('--host-env KAFKA_CLIENT: name the clients with --clients');
+  return env;
+}
+
+/**
+ * The order of one round of alternated runs: `members` turned by one place per round, so over as
+ * many rounds as there are members each one runs once in every position (with two members: A B,
+ * B A, A B, ...). Rounds count from 1.
+ */
+export function rotation<T>(members: readonly T[], round: number): T[] {
+  const turn = (round - 1) % members.length;
+  return [...members.slice(turn), ...members.slice(0, turn)];
+}
+
 /** Runs `npm <args>` in the package root; rejects unless it exits 0. */
 export function runNpm(args: readonly string[]): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -27,6 +27,8 @@ import { PEER_APPS, firstReview } from './reviews.js';
 /** One drain, as both peers report it. */
 export interface DrainFigures {
   readonly peer: 'debezium' | 'ours';
+  /** Ours only: the Kafka client the host ran on (`KAFKA_CLIENT`). */
+  readonly client?: string;
   readonly rows: number;
   readonly elapsed_s: number;
   readonly startup_s: number;
@@ -405,7 +407,7 @@ export async function drainDebezium(setup: DrainSetup, options: DebeziumOptions)
 export interface OursOptions {
   readonly topic: string;
   readonly database: string;
-  /** Extra environment for the host, e.g. STORAGE_DB_POOL_MAX. */
+  /** Extra environment for the host, e.g. STORAGE_DB_POOL_MAX; its `KAFKA_CLIENT` names the client in the figures. */
   readonly env: Readonly<Record<string, string>>;
   /** Extra node options, e.g. --cpu-prof. */
   readonly nodeOptions: readonly string[];
@@ -476,7 +478,12 @@ export async function drainOurs(setup: DrainSetup, options: OursOptions): Promis
       if (typeof records === 'number') sizes.push(records);
     }
     const invoked = sizes.reduce((sum, size) => sum + size, 0);
-    return { ...figures, invocations: sizes.length, mean_event_records: sizes.length > 0 ? round(invoked / sizes.length, 1) : Number.NaN };
+    return {
+      ...figures,
+      ...(options.env.KAFKA_CLIENT === undefined ? {} : { client: options.env.KAFKA_CLIENT }),
+      invocations: sizes.length,
+      mean_event_records: sizes.length > 0 ? round(invoked / sizes.length, 1) : Number.NaN,
+    };
   } catch (error) {
     const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-20).join('\n');
     throw new Error(`${(error as Error).message}\n--- ${logFile} (tail) ---\n${tail}`, { cause: error });
