@@ -38,6 +38,8 @@ export interface OptionSpec {
   readonly value?: string;
   /** One line for the help: what it does, its default. */
   readonly help: string;
+  /** A string option that may be given more than once (`--pipeline a --pipeline b`): the command gets every value, in order. */
+  readonly repeatable?: boolean;
 }
 
 /** A command's options by their long name (`'older-than'` is `--older-than`). */
@@ -45,10 +47,11 @@ export type Options = Readonly<Record<string, OptionSpec>>;
 
 /**
  * The values of `O` as the command receives them: a string option is its text (the last one
- * given when repeated), a boolean one is `true` when given (`--no-x` included), else absent.
+ * given when repeated; every one, in order, for a `repeatable` option), a boolean one is `true`
+ * when given (`--no-x` included), else absent.
  */
 export type OptionValues<O extends Options> = {
-  -readonly [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
+  -readonly [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : O[K] extends { readonly repeatable: true } ? string[] : string;
 };
 
 /** A positional argument, always required: `<name>` in the usage. */

@@ -13,6 +13,7 @@ import { lag } from './commands/lag.js';
 import { migrate } from './commands/migrate.js';
 import { pause, resume } from './commands/pause.js';
 import { peek } from './commands/peek.js';
+import { reconcile } from './commands/reconcile.js';
 import { replay } from './commands/replay.js';
 import { run } from './commands/run.js';
 import { status } from './commands/status.js';
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   healthcheck,
   config,
   verify,
+  reconcile,
   status,
   lag,
   pause,
@@ -67,7 +69,7 @@ function commandPath(command: Commander): string {
 function generatedUsage(command: LeafCommand): string {
   const args = (command.arguments ?? []).map((argument) => `<${argument.name}>`);
   const options = Object.entries(command.options).map(([name, option]) =>
-    option.type === 'string' ? `[--${name} <${option.value ?? 'value'}>]` : `[--${name}]`,
+    option.type === 'string' ? `[--${name} <${option.value ?? 'value'}>]${option.repeatable === true ? '...' : ''}` : `[--${name}]`,
   );
   return [...args, ...options].join(' ');
 }
@@ -87,11 +89,13 @@ function leafCommand(declared: LeafCommand, io: CliIo, outcome: Outcome): Comman
   const command = new Commander(declared.name).summary(declared.summary).description(declared.description);
   for (const argument of declared.arguments ?? []) command.argument(`<${argument.name}>`, argument.help);
   for (const [name, option] of Object.entries(declared.options)) {
-    command.addOption(new Option(option.type === 'string' ? `--${name} <${option.value ?? 'value'}>` : `--${name}`, option.help));
+    const added = new Option(option.type === 'string' ? `--${name} <${option.value ?? 'value'}>` : `--${name}`, option.help);
+    if (option.repeatable === true) added.argParser((value: string, previous: string[] | undefined) => [...(previous ?? []), value]);
+    command.addOption(added);
   }
   USAGE_FORMS.set(command, declared.usage ?? [generatedUsage(declared)]);
   command.action(async () => {
-    const values: Record<string, string | boolean> = {};
+    const values: Record<string, string | boolean | string[]> = {};
     for (const option of command.options) {
       const name = option.long?.slice(2) ?? '';
       const value: unknown = command.getOptionValue(option.attributeName());
@@ -99,8 +103,8 @@ function leafCommand(declared: LeafCommand, io: CliIo, outcome: Outcome): Comman
       // negated flag as no boolean, and keeps it as `audit: false`); a string is its text.
       if (option.isBoolean() || option.negate) {
         if (command.getOptionValueSource(option.attributeName()) === 'cli') values[name] = true;
-      } else if (typeof value === 'string') {
-        values[name] = value;
+      } else if (typeof value === 'string' || Array.isArray(value)) {
+        values[name] = value as string | string[];
       }
     }
     outcome.path = commandPath(command);

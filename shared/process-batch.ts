@@ -94,9 +94,10 @@ interface Written extends WriteOutcome {
 
 /**
  * Decodes every record; a record the envelope already ruled out, or its decoder refuses,
- * becomes a dead letter.
+ * becomes a dead letter. `reconcile` (cli/reconcile.ts) decodes with it too, so it expects of
+ * each record exactly what a batch made of it.
  */
-function decodeAll<M extends Message>(
+export function decodeAll<M extends Message>(
   definition: PipelineDefinition<M, PipelineName>,
   records: readonly KafkaRecord[],
 ): { messages: Decoded<M>[]; rejections: DeadLetter[] } {
@@ -112,9 +113,9 @@ function decodeAll<M extends Message>(
 
 /**
  * Binds each message to its application id: a table row, or an `unknown_application` dead
- * letter when its `package_name` is not registered.
+ * letter when its `package_name` is not registered (also `reconcile`'s, like {@link decodeAll}).
  */
-function bindApplications<M extends Message>(
+export function bindApplications<M extends Message>(
   pipeline: PipelineName,
   messages: readonly Decoded<M>[],
   applications: ApplicationIds,

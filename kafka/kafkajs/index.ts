@@ -76,6 +76,13 @@
  *   `kafkajs/src/protocol/encoder.js` (`writeBuffer`). If they change: the host cannot read topic
  *   ids; a missing factory is logged once and a deleted and re-created topic is no longer noticed.
  *   Caught by test/integration/host-recreated-topic.test.ts (a re-created topic gets a new id).
+ * - For reading partitions without a group (../partition-reader.ts, `reconcile`): the same private
+ *   cluster factory, the cluster's `addTargetTopic`, `refreshMetadata`, `findLeaderForPartitions` and
+ *   `findBroker`, a broker's `fetch({ isolationLevel, maxWaitTime, minBytes, maxBytes, topics })`
+ *   answering `{ responses: [{ topicName, partitions: [{ partition, highWatermark, messages }] }] }`
+ *   with each message's `batchContext` (`firstOffset`, `lastOffsetDelta`), and the consumer's batch
+ *   (`kafkajs/src/consumer/batch.js`, `new Batch(topic, fetchedOffset, partitionData).messages`). If
+ *   they change: `reconcile` fails with kafkajs' error. Caught by test/integration/cli-reconcile.test.ts.
  * - For the self-check itself: `kafkajs/src/protocol/encoder.js`, `recordBatch/header/v0/index.js`
  *   and `recordBatch/v0/index.js` (`RecordBatch`) write the probe batch; `kafkajs/package.json`
  *   gives the installed version. If they move, the host refuses to start naming them.

@@ -232,8 +232,11 @@ function kafkajsEncoder(body: Buffer): unknown {
   return new Encoder().writeBuffer(body);
 }
 
-/** The client's private cluster factory (kafkajs' `Client`, `private:Kafka:createCluster`). */
-function createClusterOf(kafka: Kafka): CreateCluster {
+/**
+ * The client's private cluster factory (kafkajs' `Client`, `private:Kafka:createCluster`): the
+ * topic id reader's, and kafka/partition-reader.ts's own cluster.
+ */
+export function createClusterOf(kafka: Kafka): CreateCluster {
   const key = Object.getOwnPropertySymbols(kafka).find((symbol) => symbol.description === 'private:Kafka:createCluster');
   const create = key === undefined ? undefined : (kafka as unknown as Record<symbol, unknown>)[key];
   if (typeof create !== 'function')
