@@ -6,7 +6,8 @@
 // when there is no build, or when a source file changed after the build (a stale build never
 // runs silently). An older `node` first on the PATH hands over to the repository's own Node 24
 // (the `node` dev dependency) with Node's own flags, forwards SIGINT, SIGTERM and SIGHUP to it,
-// and exits with its code, or dies of the signal it died of.
+// and exits with its code, or dies of the signal it died of. `reconcile` runs the same way in a
+// child with the host's memory flags, when they were not given.
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
@@ -45,10 +46,12 @@ function sourcesNewerThan(time) {
   return false;
 }
 
-if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
-  const node = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
-  // Node's own flags (--max-semi-space-size, --inspect ...) go along: they were meant for the host.
-  const child = spawn(node, [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+/**
+ * Runs this program again in a child `node` with `execArgv`, forwards SIGINT, SIGTERM and SIGHUP
+ * to it, and exits with its code, or dies of the signal it died of.
+ */
+function handOver(node, execArgv) {
+  const child = spawn(node, [...execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
   const forward = (signal) => child.kill(signal);
   const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, forward);
@@ -64,6 +67,22 @@ if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
     // A signal that does not end this process (ignored, or handled elsewhere): the shell's convention.
     setTimeout(() => process.exit(128 + (osConstants.signals[signal] ?? 0)), 1000).unref();
   });
+}
+
+/**
+ * The host's memory flags (the Dockerfile's ENTRYPOINT, `npm run host`; docs/design.md, "Memory"),
+ * for the commands that read a whole topic (`reconcile`): a small young generation keeps the
+ * peak RSS of a million-record run bounded. Node takes them only at start, so such a command
+ * runs in a child that has them, unless they were given already.
+ */
+const HOST_NODE_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=150'];
+const TOPIC_READING_COMMANDS = new Set(['reconcile']);
+
+if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
+  // Node's own flags (--max-semi-space-size, --inspect ...) go along: they were meant for the host.
+  handOver(fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url)), process.execArgv);
+} else if (TOPIC_READING_COMMANDS.has(process.argv[2] ?? '') && !HOST_NODE_FLAGS.every((flag) => process.execArgv.includes(flag))) {
+  handOver(process.execPath, [...process.execArgv.filter((flag) => !HOST_NODE_FLAGS.includes(flag)), ...HOST_NODE_FLAGS]);
 } else {
   const built = modified(BUILD_STAMP);
   const useBuild = built !== undefined && modified(BUILT) !== undefined && !sourcesNewerThan(built);

@@ -233,12 +233,15 @@ async function readOnly<T>(pool: pg.Pool, settings: ConsumerSettings, work: (cli
   }
 }
 
-/** The audited `dlq purge` entries, for naming those that could account for a letter that is gone. */
+/**
+ * The audited `dlq purge` entries, for naming those that could account for a letter that is gone:
+ * of its pipeline (or all) and its reason (or all). Not by time: a purge's cut-off is the
+ * database's clock, a record's timestamp its producer's.
+ */
 interface PurgeEntry {
   readonly id: string;
   readonly pipeline: string | undefined;
   readonly reason: string | undefined;
-  readonly before: number;
 }
 
 async function readPurges(pool: pg.Pool, settings: ConsumerSettings): Promise<PurgeEntry[]> {
@@ -253,7 +256,6 @@ async function readPurges(pool: pg.Pool, settings: ConsumerSettings): Promise<Pu
     id: row.id,
     pipeline: typeof row.arguments.pipeline === 'string' ? row.arguments.pipeline : undefined,
     reason: typeof row.arguments.reason === 'string' ? row.arguments.reason : undefined,
-    before: typeof row.arguments.before === 'string' ? Date.parse(row.arguments.before) : Number.POSITIVE_INFINITY,
   }));
 }
 
@@ -371,8 +373,7 @@ async function checkChunk(
         .filter(
           (purge) =>
             (purge.pipeline === undefined || purge.pipeline === definition.name) &&
-            (purge.reason === undefined || purge.reason === letter?.rejection.reason) &&
-            (record.timestamp === null || purge.before > record.timestamp),
+            (purge.reason === undefined || purge.reason === letter?.rejection.reason),
         )
         .map((purge) => purge.id);
     }

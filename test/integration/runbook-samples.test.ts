@@ -248,6 +248,17 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
     await host?.waitForLog((line) => line.message === 'pipeline recovered' && line.pipeline === 'app-stats', 60_000);
     await drained('app-stats');
   },
+  async reconcile() {
+    for (const name of PIPELINE_NAMES) await drained(name);
+  },
+  async 'reconcile-missing'() {},
+  async 'reconcile-replay'() {
+    await stopHosts();
+  },
+  async 'reconcile-json'() {
+    await startedHost();
+    await drained('reviews');
+  },
 };
 
 beforeAll(async () => {
@@ -313,6 +324,8 @@ function normalise(text: string): string {
     .replaceAll(`${host}:`, 'host-1:')
     .replace(/host-1:\d+/g, 'host-1:4711')
     .replace(/127\.0\.0\.1:(?!9464)\d+/g, '127.0.0.1:9092')
+    .replace(/"elapsedMs": \d+/g, '"elapsedMs": 120')
+    .replace(/"topicId": "[A-Za-z0-9_-]{22}"/g, '"topicId": "Q3pY9bWkTgeHkq0Gmr4xLw"')
     .replace(/\b\d+ ms\b/g, '12 ms')
     .replace(/ in \d+\.\d s\b/g, ' in 0.1 s')
     .replace(/\b(for|since) \d+ s\b/g, '$1 4 s')

@@ -9,7 +9,7 @@ const ROOT = new URL('../../../', import.meta.url);
 const read = (file: string) => readFileSync(new URL(file, ROOT), 'utf8');
 
 describe("the host's Node flags", () => {
-  it('are the same in the image, npm run host, npm start and the benches', () => {
+  it("are the same in the image, npm run host, npm start, the benches and the bin's reconcile", () => {
     // Prepare
     const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(read('Dockerfile'))?.[1];
     const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
@@ -21,6 +21,10 @@ describe("the host's Node flags", () => {
     expect(scripts.host).toBe(`exec node ${HOST_NODE_FLAGS.join(' ')} bin/storage-consumer.js run`);
     expect(flagsOf((scripts.start ?? '').split(' '))).toEqual(HOST_NODE_FLAGS);
     for (const bench of ['bench/e2e.ts', 'bench/peer/peers.ts']) expect(read(bench)).toContain('...HOST_NODE_FLAGS');
+    // `reconcile` reads a whole topic: bin/storage-consumer.js runs it with the same flags.
+    expect(read('bin/storage-consumer.js')).toContain(
+      `const HOST_NODE_FLAGS = [${HOST_NODE_FLAGS.map((flag) => `'${flag}'`).join(', ')}];`,
+    );
   });
 
   // Spawns a Node process.
