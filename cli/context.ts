@@ -102,8 +102,9 @@ export function createCliPool(database: DatabaseSettings, logger: CoreLogger, na
     // Queued before the command's first query on this connection: the client sends in order.
     client.query(sessionSettingsQuery(database)).catch(() => undefined);
   });
-  pool.on('release', (error: Error | undefined, client: pg.PoolClient) => {
-    if (error !== undefined) cancelRunningQuery(database, client);
+  pool.on('release', (error: Error | null | undefined, client: pg.PoolClient) => {
+    // pg-pool passes null for a pool.query() that succeeded.
+    if (error !== undefined && error !== null) cancelRunningQuery(database, client);
   });
   return pool;
 }
