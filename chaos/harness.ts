@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { main as cliMain } from '../cli/main.js';
 import { ensureTopics } from '../kafka/topics.js';
+import { envSuffix } from '../shared/pipeline-spec.js';
 import { PIPELINE_NAMES, PIPELINES } from '../shared/pipelines.js';
 import { CHAOS_PIPELINES } from './plan.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -47,6 +49,24 @@ export interface ChaosOptions extends Partial<FaultPlan> {
   readonly log?: (line: string) => void;
   /** After the check, damage the database in known ways and check that the checker sees it (default true). */
   readonly selfTest?: boolean;
+  /**
+   * After the check (before the self-test damages anything), run `storage-consumer reconcile
+   * --from earliest` on the run's broker and database, as text and as JSON: it must find nothing
+   * missing or wrong and every dead letter the model expects (`npm run chaos -- --reconcile`).
+   */
+  readonly reconcile?: boolean;
+}
+
+/** What `storage-consumer reconcile` printed after the run, and its exit codes. */
+export interface ChaosReconcile {
+  readonly code: number;
+  readonly text: string;
+  readonly jsonCode: number;
+  readonly json: string;
+  readonly missing: number;
+  readonly wrong: number;
+  readonly deadLettered: number;
+  readonly letterGone: number;
 }
 
 /** One injected fault, as it happened. */
@@ -72,6 +92,10 @@ export interface ChaosSummary {
   readonly dlq_mismatched: number;
   /** Partitions whose group did not commit up to the end. */
   readonly offsets_behind: number;
+  /** With `reconcile`: what it found missing and wrong, and the dead letters it accounted for. */
+  readonly reconcile_missing?: number;
+  readonly reconcile_wrong?: number;
+  readonly reconcile_dead_lettered?: number;
   readonly passed: boolean;
 }
 
@@ -98,12 +122,41 @@ export interface ChaosResult {
   readonly hostLogs: Record<string, number>;
   readonly stalled: boolean;
   readonly selfTest: SelfTestResult | undefined;
+  readonly reconcile: ChaosReconcile | undefined;
   readonly workDir: string;
   readonly workDirKept: boolean;
 }
 
 const TOPICS = Object.fromEntries(PIPELINE_NAMES.map((name) => [name, PIPELINES[name].topic])) as Record<PipelineName, string>;
 const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group: PIPELINES[pipeline].group, topic: TOPICS[pipeline] }));
+
+/** `storage-consumer reconcile --from earliest`, as text and as JSON, against the run's broker and database. */
+async function reconcileRun(brokers: readonly string[], databaseUrl: string, log: (line: string) => void): Promise<ChaosReconcile> {
+  const env: Record<string, string> = { KAFKA_BROKERS: brokers.join(','), DATABASE_URL: databaseUrl, STORAGE_ACTOR: 'chaos' };
+  for (const { pipeline, group, topic } of GROUPS) {
+    env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;
+    env[`STORAGE_GROUP_${envSuffix(pipeline)}`] = group;
+  }
+  const run = async (argv: string[]) => {
+    let printed = '';
+    const code = await cliMain(argv, { stdout: (text) => void (printed += text), stderr: (text) => void (printed += text), env });
+    return { code, printed };
+  };
+  log('storage-consumer reconcile --from earliest');
+  const text = await run(['reconcile', '--from', 'earliest']);
+  const json = await run(['reconcile', '--from', 'earliest', '--json']);
+  const report = JSON.parse(json.printed) as { missing: number; wrong: number; dead_lettered: number; letter_gone: number };
+  return {
+    code: text.code,
+    text: text.printed,
+    jsonCode: json.code,
+    json: json.printed,
+    missing: report.missing,
+    wrong: report.wrong,
+    deadLettered: report.dead_lettered,
+    letterGone: report.letter_gone,
+  };
+}
 
 /** Runs one chaos run; never leaves a process behind, whatever happens. */
 export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
@@ -245,6 +298,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
     const wrong = databaseCheck.wrong + verdict.moved.length + verdict.overwritten.length;
     const dlqMismatched = databaseCheck.dlqMissing + databaseCheck.dlqUnexpected + databaseCheck.dlqWrong;
+    const reconciled = options.reconcile === true ? await reconcileRun(broker.brokers, database.url, log) : undefined;
     const selfTest = options.selfTest === false ? undefined : await checkerSelfTest(pool, expected, watch);
     if (selfTest)
       log(
@@ -257,6 +311,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       wrong === 0 &&
       dlqMismatched === 0 &&
       offsets.gaps.length === 0 &&
+      (reconciled === undefined ||
+        (reconciled.code === 0 &&
+          reconciled.jsonCode === 0 &&
+          reconciled.deadLettered + reconciled.letterGone === databaseCheck.dlqExpected)) &&
       selfTest?.passed !== false;
     const summary: ChaosSummary = {
       messages: workload.messages.length,
@@ -270,6 +328,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       elapsed_s: Math.round(elapsed()),
       dlq_mismatched: dlqMismatched,
       offsets_behind: offsets.gaps.length,
+      ...(reconciled === undefined
+        ? {}
+        : { reconcile_missing: reconciled.missing, reconcile_wrong: reconciled.wrong, reconcile_dead_lettered: reconciled.deadLettered }),
       passed,
     };
     return {
@@ -285,6 +346,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       hostLogs,
       stalled,
       selfTest,
+      reconcile: reconciled,
       workDir,
       workDirKept: !passed || options.keep === true,
     };

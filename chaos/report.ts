@@ -76,6 +76,26 @@ export function reportLines(result: ChaosResult): string[] {
       ? `  committed offsets: all ${result.partitionsChecked} partitions of the 3 groups at their end`
       : `  committed offsets: ${result.offsetGaps.length} of ${result.partitionsChecked} partitions behind: ${result.offsetGaps.map((gap) => `${gap.topic}-${gap.partition} ${gap.committed}/${gap.end}`).join(', ')}`,
   );
+  if (result.reconcile) {
+    lines.push(
+      `  storage-consumer reconcile --from earliest: exit ${result.reconcile.code}; missing ${result.reconcile.missing}, wrong ${result.reconcile.wrong}, ` +
+        `dead letters accounted for ${result.reconcile.deadLettered} (letters gone ${result.reconcile.letterGone}) of ${database.dlqExpected} expected`,
+    );
+    lines.push(
+      '  $ storage-consumer reconcile --from earliest',
+      ...result.reconcile.text
+        .trimEnd()
+        .split('\n')
+        .map((line) => `  ${line}`),
+    );
+    lines.push(
+      '  $ storage-consumer reconcile --from earliest --json',
+      ...result.reconcile.json
+        .trimEnd()
+        .split('\n')
+        .map((line) => `  ${line}`),
+    );
+  }
   if (result.selfTest) {
     lines.push(
       `  checker self-test (damage done after the check): ${result.selfTest.passed ? 'every damage reported' : 'FAILED'}: expected ${JSON.stringify(result.selfTest.expected)}, reported ${JSON.stringify(result.selfTest.reported)}`,

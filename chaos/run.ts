@@ -1,7 +1,8 @@
 /**
- * `npm run chaos [-- --messages N --kills K --seed S --keep]`: one chaos run at the given size
+ * `npm run chaos [-- --messages N --kills K --seed S --keep --reconcile]`: one chaos run at the given size
  * (default 100,000 messages, 10 host kills, one PostgreSQL restart, one broker restart, a second
- * host joining and leaving). Prints progress, the report, and as its last line one JSON object.
+ * host joining and leaving). Prints progress, the report (with --reconcile, what `storage-consumer
+ * reconcile` printed after the run, as text and JSON), and as its last line one JSON object.
  * Exits 0 only when nothing was lost, duplicated or wrong and the dead letters match.
  */
 import { parseArgs } from 'node:util';
@@ -26,6 +27,7 @@ const { values } = parseArgs({
     'postgres-restarts': { type: 'string' },
     'broker-restarts': { type: 'string' },
     'no-second-host': { type: 'boolean' },
+    reconcile: { type: 'boolean' },
     keep: { type: 'boolean' },
   },
   strict: true,
@@ -39,6 +41,7 @@ const options = {
   brokerRestarts: positiveInteger('broker-restarts', values['broker-restarts'], 1),
   secondHost: values['no-second-host'] !== true,
   keep: values.keep === true,
+  reconcile: values.reconcile === true,
   seed,
 };
 
