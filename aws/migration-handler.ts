@@ -16,7 +16,7 @@ import { STORAGE_MIGRATIONS_DIR } from '../shared/setting-declarations.js';
 import type { CustomResourceOutcome } from './custom-resource.js';
 import { customResourceResponse, isCustomResourceEvent, sendCustomResourceResponse } from './custom-resource.js';
 import { databaseSourceFromEnvironment } from './secret-database.js';
-import { redactErrorText } from '../shared/redaction.js';
+import { redactConnectionDetails, redactErrorText } from '../shared/redaction.js';
 
 /**
  * `migrations/` next to `handlers/`: true in the repository and in the function's package, where
@@ -224,7 +224,8 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
     });
     const settled = answer(event, endsAt).catch((error: unknown): CustomResourceOutcome => {
       logger.error('migration failed', { error: error instanceof Error ? error : String(error) });
-      return { status: 'FAILED', reason: messageOf(error) };
+      // Stack events are read by whoever may describe the stack: the one redaction, as in every log line and CLI error.
+      return { status: 'FAILED', reason: redactConnectionDetails(messageOf(error)) };
     });
     try {
       return await Promise.race([settled, late]);

@@ -29,6 +29,11 @@ export interface CliIo {
   readonly env: Environment;
   /** stderr is a terminal: long commands show their progress there. */
   readonly interactive?: boolean;
+  /**
+   * How the operator started the CLI (`npx storage-consumer`, cli/invocation.ts): the start of
+   * every command printed for them to paste. `storage-consumer` when not given.
+   */
+  readonly invokedAs?: string;
 }
 
 /** One option of a command: `--name` (boolean) or `--name <value>` (string). */

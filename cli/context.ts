@@ -1,6 +1,7 @@
 import pg from 'pg';
-import { connectionConfig, createPool } from '../shared/db.js';
+import { connectFailure, connectionConfig, createPool } from '../shared/db.js';
 import type { CoreLogger } from '../shared/logger.js';
+import { redactErrorText } from '../shared/redaction.js';
 import { loadConsumerSettings } from '../config/pipeline-settings.js';
 import type { ConsumerSettings } from '../config/pipeline-settings.js';
 import type { DatabaseSettings } from '../shared/settings.js';
@@ -23,7 +24,8 @@ export function cliLogger(io: CliIo): CoreLogger {
 /** One line of {@link cliLogger}'s shape, newline-terminated. */
 export function cliLogLine(level: string, message: string, extra?: object): string {
   const timestamp = new Date().toISOString();
-  return `${JSON.stringify({ level, message, timestamp, service: 'storage-consumer', component: 'cli', ...extra })}\n`;
+  // Error text in the fields goes through the one redaction, as in the host's and the functions' log lines.
+  return `${JSON.stringify({ level, message, timestamp, service: 'storage-consumer', component: 'cli', ...extra }, redactErrorText)}\n`;
 }
 
 /** The settings and one small pool on the service's database, for the length of a command. */
@@ -70,41 +72,80 @@ function sessionSettingsQuery(database: DatabaseSettings): pg.QueryConfig {
   };
 }
 
-interface RunningQueryHolder {
-  readonly activeQuery?: unknown;
+/** What a pg client knows of its backend: enough to ask the server to cancel that backend's statement. */
+interface BackendKey {
+  readonly processID: number | null;
+  readonly secretKey: number | null;
+}
+
+/** The protocol connection of a pg client, which sends the cancel request. */
+interface CancelConnection {
+  on(event: 'error', listener: () => void): void;
+  on(event: 'connect', listener: () => void): void;
+  connect(port: number | string, host: string): void;
+  cancel(processID: number, secretKey: number): void;
 }
 
 /**
- * Asks the server to cancel what `client` is still running (the PostgreSQL cancel request, which
- * poolers pass on), from a connection of its own. Best effort: a server that does not answer at
- * all cannot be asked, and its statement timeout ends the statement.
+ * Asks the server to cancel what `client`'s backend still runs (the PostgreSQL cancel request,
+ * which poolers pass on), from a connection of its own. Sent on every release with an error (a
+ * client-side timeout leaves the statement running); a backend that runs nothing ignores it.
+ * Best effort: a server that does not answer at all cannot be asked, and its statement timeout
+ * ends the statement. Done here rather than with pg's `Client.cancel`, which reads the
+ * deprecated `Client.activeQuery` (a DeprecationWarning on every command).
  */
 function cancelRunningQuery(database: DatabaseSettings, client: pg.PoolClient): void {
-  const running = (client as unknown as RunningQueryHolder).activeQuery;
-  if (running === undefined || running === null) return;
+  const { processID, secretKey } = client as unknown as BackendKey;
+  if (processID === null || secretKey === null || processID === undefined || secretKey === undefined) return;
   const canceller = new pg.Client(connectionConfig(database)) as unknown as {
-    cancel(target: pg.PoolClient, query: unknown): void;
-    readonly connection: { on(event: 'error', listener: () => void): void };
+    readonly host: string;
+    readonly port: number;
+    readonly connection: CancelConnection;
   };
-  canceller.connection.on('error', () => undefined);
-  canceller.cancel(client, running);
+  const connection = canceller.connection;
+  connection.on('error', () => undefined);
+  connection.on('connect', () => connection.cancel(processID, secretKey));
+  // A Unix socket folder (`host=/var/run/postgresql`) is reached through its socket file, as pg does.
+  if (canceller.host.startsWith('/')) connection.connect(`${canceller.host}/.s.PGSQL.${canceller.port}`, canceller.host);
+  else connection.connect(canceller.port, canceller.host);
+}
+
+/**
+ * Makes every failed checkout of `pool` (its `pool.query` included, which checks out through
+ * `connect`) say where it tried to connect and what bounded the wait (shared/db.ts
+ * `connectFailure`), so an unreachable database is not a bare `timeout expired`.
+ */
+function describeConnectFailures(pool: pg.Pool, config: pg.ClientConfig): void {
+  type Checkout = (callback?: (error: Error | undefined, client?: pg.PoolClient, done?: (release?: unknown) => void) => void) => unknown;
+  const checkout = (pool.connect as unknown as Checkout).bind(pool);
+  const described = (error: unknown) => connectFailure(error, config) as Error;
+  const connect: Checkout = (callback) => {
+    if (callback !== undefined)
+      return checkout((error, client, done) => callback(error === undefined || error === null ? error : described(error), client, done));
+    return (checkout() as Promise<pg.PoolClient>).catch((error: unknown) => {
+      throw described(error);
+    });
+  };
+  (pool as unknown as { connect: Checkout }).connect = connect;
 }
 
 /**
  * A pool for one CLI command: the service's pool settings (connect timeout, keepalive, TLS,
- * client-side query timeout) plus {@link sessionSettingsQuery} on every new connection, and a
- * server-side cancel of the statement a connection still runs when it is given up (its client
- * timed out): a command that fails leaves no query behind on the server.
+ * client-side query timeout) plus {@link sessionSettingsQuery} on every new connection, awaited
+ * before the connection is handed out, and a server-side cancel of the statement a connection
+ * still runs when it is given up (its client timed out): a command that fails leaves no query
+ * behind on the server. A clean release passes no error (pg-pool passes `null`, not `undefined`).
  */
 export function createCliPool(database: DatabaseSettings, logger: CoreLogger, name: string): pg.Pool {
-  const pool = createPool(database, logger, name);
-  pool.on('connect', (client) => {
-    // Queued before the command's first query on this connection: the client sends in order.
-    client.query(sessionSettingsQuery(database)).catch(() => undefined);
+  const pool = createPool(database, logger, name, {
+    onConnect: async (client: pg.ClientBase) => {
+      await client.query(sessionSettingsQuery(database));
+    },
   });
   pool.on('release', (error: Error | null | undefined, client: pg.PoolClient) => {
     // pg-pool passes null for a pool.query() that succeeded.
-    if (error !== undefined && error !== null) cancelRunningQuery(database, client);
+    if (error instanceof Error) cancelRunningQuery(database, client);
   });
+  describeConnectFailures(pool, connectionConfig(database));
   return pool;
 }

@@ -5,6 +5,8 @@ import { redactConnectionDetails } from '../shared/redaction.js';
 import { SERVICE_VERSION } from '../shared/version.js';
 import type { CliIo, Command, LeafCommand, Options, OptionValues } from './command.js';
 import { EXIT, EXIT_CODES, RefusedError, UsageError } from './command.js';
+import { invocationOf } from './invocation.js';
+import { errorText, renderJson } from './output.js';
 import { audit } from './commands/audit.js';
 import { config } from './commands/config.js';
 import { dlq } from './commands/dlq.js';
@@ -56,6 +58,7 @@ const processIo: CliIo = {
   stderr: (text) => void process.stderr.write(text),
   env: process.env,
   interactive: process.stderr.isTTY === true,
+  invokedAs: invocationOf(process.env, process.argv[1]),
 };
 
 /** `storage-consumer dlq list`: the words that name a command, as usage lines and messages show them. */
@@ -76,6 +79,12 @@ function generatedUsage(command: LeafCommand): string {
 
 /** The usage forms of each leaf command; set as its usage once its path (`dlq purge`) is known. */
 const USAGE_FORMS = new WeakMap<Commander, readonly string[]>();
+
+/** The usage error commander reported (its text without the usage lines) and the command it was for. */
+interface UsageFailure {
+  message?: string;
+  path?: string;
+}
 
 /** Where a leaf command's run leaves its exit code for `main`. */
 interface Outcome {
@@ -130,7 +139,7 @@ function commandFor(declared: Command, io: CliIo, outcome: Outcome): Commander {
  * command gets the same treatment: errors on `io.stderr` prefixed with its path, then its usage
  * (a group: its whole help), and an exception instead of `process.exit` so `main` returns the code.
  */
-function buildProgram(io: CliIo, outcome: Outcome): Commander {
+function buildProgram(io: CliIo, outcome: Outcome, usageFailure: UsageFailure): Commander {
   const program = new Commander(PROGRAM)
     .description('The operations command line of the Storage Consumer (Kafka -> PostgreSQL).')
     .version(`${PROGRAM} ${SERVICE_VERSION}`, '-V, --version', 'print the version')
@@ -162,7 +171,12 @@ function buildProgram(io: CliIo, outcome: Outcome): Commander {
       .configureOutput({
         writeOut: io.stdout,
         writeErr: io.stderr,
-        outputError: (text, write) => write(`${path}: ${text.replace(/^error: /, '')}`),
+        outputError: (text, write) => {
+          const message = text.replace(/^error: /, '');
+          usageFailure.message = message.trimEnd();
+          usageFailure.path = path;
+          write(`${path}: ${message}`);
+        },
       })
       .showSuggestionAfterError(true)
       .showHelpAfterError(isGroup ? true : `Usage: ${usage}\nRun ${path} --help for usage.`);
@@ -172,13 +186,41 @@ function buildProgram(io: CliIo, outcome: Outcome): Commander {
   return program;
 }
 
+/** `--json` among the options (before a `--`): the caller parses stdout, so errors answer JSON there too. */
+function asksForJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
+/** What went wrong, for scripts: `usage` (exit 2), `refused`, `configuration`, `migration` or `error` (exit 1). */
+export type CliErrorKind = 'usage' | 'refused' | 'configuration' | 'migration' | 'error';
+
+/**
+ * The JSON answer of a `--json` command that failed with an error instead of its own report
+ * (docs/operations.md, "Exit codes"): `{ error: { kind, message, command }, exitCode }` on stdout,
+ * beside the text line on stderr. The message is the stderr line's, redacted the same way.
+ */
+function errorAnswer(kind: CliErrorKind, message: string, command: string, exitCode: number): string {
+  return renderJson({ error: { kind, message, command }, exitCode });
+}
+
+function errorKind(error: unknown): CliErrorKind {
+  if (error instanceof RefusedError) return 'refused';
+  if (error instanceof ConfigurationError) return 'configuration';
+  if (error instanceof MigrationError) return 'migration';
+  return 'error';
+}
+
 /**
  * Runs one command line (`argv` without the program name) and resolves with its exit code:
- * 0 ok, 1 check failed / refused / error, 2 usage error. Never throws.
+ * 0 ok, 1 check failed / refused / error, 2 usage error. Never throws. With `--json`, an error
+ * also answers JSON on stdout ({@link errorAnswer}).
  */
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const outcome: Outcome = { code: EXIT.ok, path: PROGRAM };
-  const program = buildProgram(io, outcome);
+  const usageFailure: UsageFailure = {};
+  const program = buildProgram(io, outcome, usageFailure);
+  const json = asksForJson(argv);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return outcome.code;
@@ -186,14 +228,18 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     if (error instanceof CommanderError) {
       // --help, --version and `help`: 0; a group named without its subcommand prints its help with a non-zero code.
       const asked = ['commander.helpDisplayed', 'commander.version'].includes(error.code);
-      return asked || (error.code === 'commander.help' && error.exitCode === 0) ? EXIT.ok : EXIT.usage;
+      if (asked || (error.code === 'commander.help' && error.exitCode === 0)) return EXIT.ok;
+      if (json) {
+        const message = usageFailure.message ?? 'a command is required: run it with --help for the list';
+        io.stdout(errorAnswer('usage', redactConnectionDetails(message), usageFailure.path ?? outcome.path, EXIT.usage));
+      }
+      return EXIT.usage;
     }
     const known = error instanceof RefusedError || error instanceof ConfigurationError || error instanceof MigrationError;
-    const message = error instanceof Error ? error.message : String(error);
-    const cause =
-      error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message) ? ` (${error.cause.message})` : '';
     // The one redaction: a driver's message may carry a connection string with its password.
-    io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${redactConnectionDetails(`${message}${cause}`)}\n`);
+    const message = errorText(error, { withCause: true });
+    io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${message}\n`);
+    if (json) io.stdout(errorAnswer(errorKind(error), message, outcome.path, EXIT.failed));
     return EXIT.failed;
   }
 }

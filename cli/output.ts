@@ -2,6 +2,7 @@
  * How the commands print: plain text tables for people, and JSON for scripts with bigints as
  * strings, so offsets stay exact.
  */
+import { redactConnectionDetails } from '../shared/redaction.js';
 
 /** One column of a text table: its header, how to read a cell, and numbers aligned right. */
 export interface Column<R> {
@@ -45,4 +46,19 @@ export function renderJson(value: unknown): string {
 export function ellipsis(text: string, max = 60): string {
   const chars = [...text];
   return chars.length <= max ? text : `${chars.slice(0, max - 1).join('')}…`;
+}
+
+/**
+ * An error's message as the CLI shows it, through the one redaction (shared/redaction.ts); with
+ * `withCause`, its cause's message in parentheses when the message does not already carry it (the
+ * error line of a command that failed). Every error text a command prints, in its error line, a
+ * table or a report, comes from here.
+ */
+export function errorText(error: unknown, options: { readonly withCause?: boolean } = {}): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const cause =
+    options.withCause === true && error instanceof Error && error.cause instanceof Error && !message.includes(error.cause.message)
+      ? ` (${error.cause.message})`
+      : '';
+  return redactConnectionDetails(`${message}${cause}`);
 }

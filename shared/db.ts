@@ -57,3 +57,34 @@ export function createPool(settings: DatabaseSettings, logger: CoreLogger, name:
   });
   return pool;
 }
+
+/** Where a pg configuration connects, as pg itself resolves it (connection string, PG* variables, defaults): `host:port`. */
+function databaseAddress(config: pg.ClientConfig): string {
+  // Constructing a client only reads the configuration; it connects nothing.
+  const { host, port } = new pg.Client(config) as unknown as { readonly host: string; readonly port: number };
+  return `${host}:${port}`;
+}
+
+/**
+ * A failed connect in words an operator acts on: the step (connecting), the address (the one
+ * redaction turns it into `<address>` wherever the line is shown) and, for a timeout, the setting
+ * that bounds the wait, instead of pg's bare `timeout expired`. A plain `Error` with the driver's
+ * error as `cause` and its `code` and message kept, so classification (transient or not) reads
+ * it as before. The server's own answers (pg.DatabaseError: a wrong password, a missing
+ * database) name their cause and are returned as they are.
+ */
+export function connectFailure(error: unknown, config: pg.ClientConfig): unknown {
+  if (!(error instanceof Error) || error instanceof pg.DatabaseError) return error;
+  const code = (error as { code?: unknown }).code;
+  const inner =
+    error instanceof AggregateError ? error.errors.map((one: unknown) => (one instanceof Error ? one.message : String(one))) : [];
+  const text = error.message || inner.join('; ') || (typeof code === 'string' ? code : error.name);
+  const timedOut = /timeout expired|connection timeout/i.test(text);
+  const bound =
+    timedOut && config.connectionTimeoutMillis !== undefined
+      ? ` (no answer within STORAGE_DB_CONNECT_TIMEOUT_MS=${config.connectionTimeoutMillis} ms)`
+      : '';
+  const described = new Error(`connecting to PostgreSQL at ${databaseAddress(config)} failed: ${text}${bound}`, { cause: error });
+  if (typeof code === 'string') Object.assign(described, { code });
+  return described;
+}

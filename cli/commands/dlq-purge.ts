@@ -81,7 +81,7 @@ deleted (exit 1), unless --no-audit.`,
     if (expected !== undefined && !confirmed) throw new UsageError('--expect goes with --yes');
     const filter = parseFilter(values);
     const selection: PurgeSelection = { ...filter, before, includePending: values['include-pending'] === true };
-    const command = exactCommand(selection);
+    const command = exactCommand(selection, io.invokedAs ?? 'storage-consumer');
     const expectation = expected === undefined ? undefined : { total: Number(expected[1]), digest: expected[2] ?? '' };
 
     const policy = auditPolicy(values);
@@ -178,9 +178,12 @@ function keptLines(kept: PendingKept, selection: PurgeSelection): string {
   return text;
 }
 
-/** The command that deletes exactly the previewed set (the cut-off and `--since` as instants). */
-function exactCommand(selection: PurgeSelection): string {
-  const parts = ['storage-consumer dlq purge', `--before ${selection.before.toISOString()}`];
+/**
+ * The command that deletes exactly the previewed set (the cut-off and `--since` as instants),
+ * started the way the operator started this one (`npx storage-consumer`), so it can be pasted.
+ */
+function exactCommand(selection: PurgeSelection, invokedAs: string): string {
+  const parts = [`${invokedAs} dlq purge`, `--before ${selection.before.toISOString()}`];
   if (selection.pipeline !== undefined) parts.push(`--pipeline ${selection.pipeline}`);
   if (selection.reason !== undefined) parts.push(`--reason ${selection.reason}`);
   if (selection.since !== undefined) parts.push(`--since ${selection.since.toISOString()}`);

@@ -8,7 +8,7 @@ import { defineCommand, EXIT, jsonOption } from '../command.js';
 import type { GroupPosition, PartitionPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
-import { renderJson, renderTable } from '../output.js';
+import { errorText, renderJson, renderTable } from '../output.js';
 import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';
 import { withDatabase } from '../context.js';
 import { memberText, pausedText } from '../group-notes.js';
@@ -50,7 +50,7 @@ async function readPauses(io: CliIo): Promise<Map<PipelineName, PipelinePause> |
   try {
     return await withDatabase(io, ({ pool }) => readPipelinePauses(pool));
   } catch (error) {
-    return error instanceof Error ? error.message : String(error);
+    return errorText(error);
   }
 }
 
@@ -73,7 +73,7 @@ be paused: its lag grows by design. A topic that does not exist is named; exit 1
           pipelines.map((name) =>
             groupPosition(admin, settings.pipelines[name]).then(
               (position) => ({ name, position }),
-              (error: unknown) => ({ name, error: error instanceof Error ? error.message : String(error) }),
+              (error: unknown) => ({ name, error: errorText(error) }),
             ),
           ),
         );

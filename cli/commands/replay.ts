@@ -16,7 +16,7 @@ import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
 import { withDatabase } from '../context.js';
 import { STAGE_OPTION, applyStage } from './stage-option.js';
-import { renderJson, renderTable } from '../output.js';
+import { errorText, renderJson, renderTable } from '../output.js';
 import type { ReplayStep } from '../replay-plan.js';
 import { describeSkips, planReplay } from '../replay-plan.js';
 import { parseSince } from '../time.js';
@@ -282,7 +282,7 @@ async function replayGroup(
       partitions: steps.map((step) => ({ partition: step.partition, offset: step.after.toString() })),
     });
   } catch (error) {
-    failure = error instanceof Error ? error.message : String(error);
+    failure = errorText(error);
     // A member joined between the check and the reset: kafkajs refuses a group that is not empty.
     if (!/no running instances/.test(failure)) refused = `the reset failed: ${failure}`;
   }

@@ -13,7 +13,8 @@ import { withDatabase } from '../context.js';
 import type { GroupPosition } from '../../kafka/lag.js';
 import { groupPosition } from '../../kafka/lag.js';
 import { positionJson, withKafkaAdmin } from '../kafka.js';
-import { renderJson, renderTable } from '../output.js';
+import { errorText, renderJson, renderTable } from '../output.js';
+import { redactConnectionDetails } from '../../shared/redaction.js';
 import { parsePipeline, PIPELINE_OPTION, pipelinesFor } from './pipeline-option.js';
 import { envSuffix } from '../../shared/pipeline-spec.js';
 
@@ -42,17 +43,15 @@ async function hostStatus(base: string, pipeline: PipelineName): Promise<Pipelin
 
 /**
  * Why a host's endpoint could not be asked, in words: fetch itself only says `fetch failed`; the
- * cause (`connect ECONNREFUSED 127.0.0.1:9464`, `getaddrinfo ENOTFOUND host-1`) is what the
- * operator acts on.
+ * cause (`connect ECONNREFUSED <address>`, `getaddrinfo ENOTFOUND <host>`: through the one
+ * redaction, as every CLI error line) is what the operator acts on.
  */
 export function unreachableCause(error: unknown): string {
   if (error instanceof Error && error.name === 'TimeoutError') return `no answer within ${HOST_TIMEOUT_MS / 1000} s`;
   const cause = error instanceof Error ? (error.cause as { message?: unknown; code?: unknown } | undefined) : undefined;
   const detail =
     typeof cause?.message === 'string' && cause.message !== '' ? cause.message : typeof cause?.code === 'string' ? cause.code : '';
-  const message = error instanceof Error ? error.message : String(error);
-  if (detail === '') return `cannot reach the host: ${message}`;
-  return `cannot reach the host: ${detail}`;
+  return `cannot reach the host: ${detail === '' ? errorText(error) : redactConnectionDetails(detail)}`;
 }
 
 const memberName = (clientId: string, clientHost: string) => `${clientId}@${clientHost}`;

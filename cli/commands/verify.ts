@@ -31,7 +31,7 @@ import { readPipelinePauses } from '../../shared/pause-store.js';
 import type { PipelinePause } from '../../shared/pause-store.js';
 import { otherGroupsOnTopic, otherGroupsText, pausedText } from '../group-notes.js';
 import { createKafkaAdmin, positionJson } from '../kafka.js';
-import { renderJson, renderTable } from '../output.js';
+import { errorText, renderJson, renderTable } from '../output.js';
 import { applyStage } from './stage-option.js';
 
 /** The checks, in the order they run and report; each runs whatever the others found. */
@@ -86,7 +86,7 @@ async function checkSchema({ pool }: VerifyContext): Promise<StepOutcome> {
     );
   } catch (error) {
     drift = [];
-    driftError = error instanceof Error ? error.message : String(error);
+    driftError = errorText(error);
   } finally {
     client.release();
   }
@@ -134,7 +134,7 @@ async function checkTopics({ settings, pipelines, admin }: VerifyContext): Promi
  * for the table (most often a lock: the lock runbook finds its holder).
  */
 function waitedOn(error: unknown, table: string, settings: ConsumerSettings): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorText(error);
   if ((error as { code?: unknown }).code !== '57014') return message;
   return (
     `${message} (no answer within STORAGE_DB_STATEMENT_TIMEOUT_MS=${settings.database.statementTimeoutMs}: ` +
@@ -198,7 +198,7 @@ async function readPauses(pool: pg.Pool): Promise<Map<PipelineName, PipelinePaus
   try {
     return await readPipelinePauses(pool);
   } catch (error) {
-    return error instanceof Error ? error.message : String(error);
+    return errorText(error);
   }
 }
 
@@ -279,7 +279,7 @@ async function runVerifySteps(context: VerifyContext): Promise<RenderedStep[]> {
     try {
       outcome = await CHECKS[step](context);
     } catch (error) {
-      outcome = { ok: false, summary: error instanceof Error ? error.message : String(error), data: null };
+      outcome = { ok: false, summary: errorText(error), data: null };
     }
     reports.push({ step, status: outcome.ok ? 'ok' : 'failed', summary: outcome.summary, data: outcome.data, details: outcome.details });
   }

@@ -4,6 +4,7 @@
  * its tracking row; a run stopped by its deadline ends its session for good (session.ts).
  */
 import pg from 'pg';
+import { connectFailure } from '../db.js';
 import { MigrationError } from '../errors.js';
 import { applyMigration } from './apply.js';
 import { APPLICATIONS_TABLE, DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_LOCK_TIMEOUT_MS, DEFAULT_MIGRATIONS_DIRECTORY } from './constants.js';
@@ -44,7 +45,8 @@ export interface RunMigrationsOptions {
  * in any case.
  * @throws MigrationError on a bad migrations directory, a missing App API table, a changed
  *   applied file, a failing file (earlier files stay applied), a lock not obtained in time or
- *   the deadline. Connection errors keep their driver types.
+ *   the deadline. A failed connect names its address and bound (shared/db.ts `connectFailure`),
+ *   keeping the driver's code; other connection errors keep their driver types.
  */
 export async function runMigrations(options: RunMigrationsOptions): Promise<MigrationReport> {
   const logger = options.logger ?? console;
@@ -67,7 +69,9 @@ export async function runMigrations(options: RunMigrationsOptions): Promise<Migr
   signal?.addEventListener('abort', onDeadline, { once: true });
   try {
     return await (async () => {
-      await client.connect();
+      await client.connect().catch((error: unknown) => {
+        throw connectFailure(error, connection);
+      });
       try {
         signal?.throwIfAborted();
         const { rows } = await client.query<{ pid: number }>(

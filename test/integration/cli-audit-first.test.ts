@@ -121,12 +121,12 @@ describe('replay writes its audit entry before the offsets move', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toBe('');
     expect(refused.stderr).toMatch(
-      /^storage-consumer replay: replay refused: the audit entry could not be written to operator_actions: connect ECONNREFUSED <address>; nothing was changed: no offset moved\. Every change is recorded before it is made; give --no-audit to replay without a record\n$/,
+      /^storage-consumer replay: replay refused: the audit entry could not be written to operator_actions: connecting to PostgreSQL at <address> failed: connect ECONNREFUSED <address>; nothing was changed: no offset moved\. Every change is recorded before it is made; give --no-audit to replay without a record\n$/,
     );
     expect(afterRefusal).toEqual(ends);
     expect(waived.code).toBe(0);
     expect(waived.stderr).toMatch(
-      /^storage-consumer replay: NOT RECORDED: no audit entry was written for this change \(--no-audit\): connect ECONNREFUSED <address>\n$/,
+      /^storage-consumer replay: NOT RECORDED: no audit entry was written for this change \(--no-audit\): connecting to PostgreSQL at <address> failed: connect ECONNREFUSED <address>\n$/,
     );
     expect(waived.stdout).toContain('reset to earliest:');
     expect(waived.stdout).not.toContain('audit entry');

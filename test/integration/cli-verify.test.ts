@@ -404,6 +404,7 @@ describe('verify fails at the step that broke', () => {
   it('with the database down, topics and lag still run and report', async () => {
     const names = await createTestPipelines('cli-verify-dbdown');
     const { code, report } = await verifyJson(environment(names, 'postgres://postgres@127.0.0.1:1/nowhere'));
+    const table = await runCli(['verify'], environment(names, 'postgres://postgres@127.0.0.1:1/nowhere'));
 
     expect(code).toBe(1);
     expect(report.steps.map((step) => [step.step, step.status])).toEqual([
@@ -413,6 +414,15 @@ describe('verify fails at the step that broke', () => {
       ['dead-letters', 'failed'],
       ['lag', 'ok'],
     ]);
+    // The failed steps name the step and the address as every CLI error line does: redacted.
+    expect(report.steps.find((step) => step.step === 'schema')?.summary).toBe(
+      'connecting to PostgreSQL at <address> failed: connect ECONNREFUSED <address>',
+    );
+    expect(JSON.stringify(report)).not.toContain('127.0.0.1');
+    expect(table.stdout + table.stderr).not.toContain('127.0.0.1');
+    expect(table.stdout).toContain(
+      'verify FAILED at step schema: connecting to PostgreSQL at <address> failed: connect ECONNREFUSED <address>',
+    );
   });
 
   it('topics: a topic with 1 partition', async () => {

@@ -372,6 +372,8 @@ async function runStep(command: string, sampleEnv: Record<string, string>): Prom
       stderr: (text) => void (printed += text),
       env: stepEnv,
       interactive: false,
+      // As the sample runs it: a command it prints to paste starts the same way.
+      invokedAs: 'npx storage-consumer',
     });
   } else {
     throw new Error(`a sample step runs "npx storage-consumer ..." or "psql -c ...", not: ${command}`);

@@ -184,6 +184,36 @@ describe('the migration with a Secrets Manager endpoint that accepts and never a
   }, 30_000);
 });
 
+describe('the migration with a database that accepts and never answers', () => {
+  const endpoint = new SilentEndpoint();
+  let port: string;
+  beforeAll(async () => {
+    port = new URL(await endpoint.start()).port;
+  });
+  afterAll(() => endpoint.stop());
+
+  it('answers FAILED naming the step, the (redacted) address and the connect timeout setting, not a bare "timeout expired"', async () => {
+    // Prepare: STORAGE_DB_CONNECT_TIMEOUT_MS=2000 (testSettings)
+    const handler = createMigrationHandler({ settings: testSettings(`postgres://storage:pw@127.0.0.1:${port}/storage`), logger: logger() });
+
+    // Act
+    const { lines } = await capturingLogs(() =>
+      handler(request(responses.url(), 'Create', { MigrationsHash: hash }), runningContext(60_000)),
+    );
+
+    // Assess
+    expect(responses.bodies).toHaveLength(1);
+    expect(responses.bodies[0]).toMatchObject({
+      Status: 'FAILED',
+      Reason: expect.stringContaining(
+        'connecting to PostgreSQL at <address> failed: timeout expired (no answer within STORAGE_DB_CONNECT_TIMEOUT_MS=2000 ms)',
+      ),
+    });
+    expect(JSON.stringify(responses.bodies[0])).not.toContain('127.0.0.1');
+    expect(lines.map((line) => line.message)).toContain('migration failed');
+  }, 30_000);
+});
+
 describe('the migration when the response cannot be delivered', () => {
   it('retries PUTs that all fail (503) within the time left, logs the response as not delivered, and returns before the timeout', async () => {
     responses.mode = 'fail';

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../../cli/command.js';
 import type { Command, LeafCommand } from '../../../cli/command.js';
 import { COMMANDS, main } from '../../../cli/main.js';
+import { SilentEndpoint } from '../../helpers/silent-endpoint.js';
 /** Runs the CLI in-process with no services reachable: only argument handling can succeed. */
 async function cli(...argv: string[]) {
   let stdout = '';
@@ -86,6 +87,160 @@ describe('the command line', () => {
     const run = await cli('run', '--json');
     expect(run.code).toBe(2);
     expect(run.stderr).toContain("unknown option '--json'");
+  });
+
+  it('answers JSON on stdout for a usage error of every --json command, beside the text on stderr', async () => {
+    const leaves = (command: Command, path: string[]): Array<[string[], LeafCommand]> =>
+      'subcommands' in command ? command.subcommands.flatMap((sub) => leaves(sub, [...path, sub.name])) : [[path, command]];
+    const answered: string[] = [];
+    for (const [path] of COMMANDS.flatMap((command) => leaves(command, [command.name])).filter(([, command]) => command.name !== 'run')) {
+      // Act: an option no command has
+      const run = await cli(...path, '--json', '--frobnicate');
+
+      // Assess
+      const name = path.join(' ');
+      expect(run.code, name).toBe(2);
+      expect(run.stderr, name).toContain("unknown option '--frobnicate'");
+      expect(JSON.parse(run.stdout), name).toEqual({
+        error: { kind: 'usage', message: "unknown option '--frobnicate'", command: `storage-consumer ${name}` },
+        exitCode: 2,
+      });
+      answered.push(name);
+    }
+    expect(answered).toContain('dlq purge');
+    // A malformed value, a missing argument, a group without its command, and run (which refuses --json itself).
+    const malformed = await cli('dlq', 'list', '--limit', '0', '--json');
+    const missing = await cli('dlq', 'show', '--json');
+    const group = await cli('dlq', '--json');
+    const run = await cli('run', '--json');
+    expect(JSON.parse(malformed.stdout)).toEqual({
+      error: { kind: 'usage', message: '--limit must be a positive whole number, got 0', command: 'storage-consumer dlq list' },
+      exitCode: 2,
+    });
+    expect(JSON.parse(missing.stdout)).toMatchObject({ error: { kind: 'usage', message: "missing required argument 'id'" }, exitCode: 2 });
+    expect(JSON.parse(group.stdout)).toMatchObject({ error: { kind: 'usage', command: 'storage-consumer dlq' }, exitCode: 2 });
+    expect(JSON.parse(run.stdout)).toMatchObject({ error: { kind: 'usage', command: 'storage-consumer run' }, exitCode: 2 });
+    // Without --json, stdout stays empty.
+    expect((await cli('dlq', 'list', '--limit', '0')).stdout).toBe('');
+  });
+
+  it('answers JSON for an error that ends a --json command: a missing setting, an unreachable database (redacted)', async () => {
+    // Act
+    let stdout = '';
+    let stderr = '';
+    const code = await main(['lag', '--json'], {
+      stdout: (text) => void (stdout += text),
+      stderr: (text) => void (stderr += text),
+      env: {},
+    });
+    const unreachable = await cli('dlq', 'list', '--json');
+
+    // Assess
+    expect(code).toBe(1);
+    expect(stderr).toBe('storage-consumer lag: KAFKA_BROKERS is required but not set\n');
+    expect(JSON.parse(stdout)).toEqual({
+      error: { kind: 'configuration', message: 'KAFKA_BROKERS is required but not set', command: 'storage-consumer lag' },
+      exitCode: 1,
+    });
+    expect(unreachable.code).toBe(1);
+    const refused = 'connecting to PostgreSQL at <address> failed: connect ECONNREFUSED <address>';
+    expect(unreachable.stderr).toBe(`storage-consumer dlq list: error: ${refused}\n`);
+    expect(JSON.parse(unreachable.stdout)).toEqual({
+      error: { kind: 'error', message: refused, command: 'storage-consumer dlq list' },
+      exitCode: 1,
+    });
+  });
+
+  it('answers JSON from every --json command when it cannot reach its services (no broker set, the database refusing)', async () => {
+    // Prepare: valid arguments for every command that takes --json
+    const argumentsOf: Record<string, readonly string[]> = {
+      migrate: [],
+      healthcheck: ['--pid', '1'],
+      config: [],
+      verify: [],
+      status: [],
+      lag: [],
+      pause: ['reviews'],
+      resume: ['reviews'],
+      replay: ['reviews', '--to', 'earliest'],
+      peek: ['reviews', '--partition', '0', '--offset', '0'],
+      'dlq list': [],
+      'dlq show': ['1'],
+      'dlq redrive': [],
+      'dlq purge': ['--older-than', '30d'],
+      audit: [],
+    };
+    const leaves = (command: Command, path: string[]): Array<[string[], LeafCommand]> =>
+      'subcommands' in command ? command.subcommands.flatMap((sub) => leaves(sub, [...path, sub.name])) : [[path, command]];
+    const jsonCommands = COMMANDS.flatMap((command) => leaves(command, [command.name]))
+      .filter(([, command]) => 'json' in command.options)
+      .map(([path]) => path.join(' '));
+    expect(jsonCommands.sort()).toEqual(Object.keys(argumentsOf).sort());
+    const answers: Record<string, unknown> = {};
+    for (const name of jsonCommands) {
+      // Act
+      let stdout = '';
+      let stderr = '';
+      const code = await main([...name.split(' '), ...(argumentsOf[name] ?? []), '--json'], {
+        stdout: (text) => void (stdout += text),
+        stderr: (text) => void (stderr += text),
+        env: { DATABASE_URL: 'postgres://nobody:secret@127.0.0.1:1/none' },
+      });
+
+      // Assess: one JSON document on stdout, whatever failed; an error answer carries the exit code
+      const answer = JSON.parse(stdout) as { error?: { kind: string; message: string; command: string }; exitCode?: number };
+      answers[name] = answer.error === undefined ? 'its own report' : answer.error.kind;
+      expect(code, name).not.toBe(0);
+      // No password anywhere; in an error, no address or user either (config shows the settings, with the password masked).
+      expect(stdout + stderr, name).not.toContain('secret');
+      if (answer.error !== undefined) {
+        expect(stdout + stderr, name).not.toMatch(/127\.0\.0\.1|nobody/);
+        expect(answer.exitCode, name).toBe(code);
+        expect(answer.error.command, name).toBe(`storage-consumer ${name}`);
+        expect(stderr, name).toContain(answer.error.message);
+      }
+    }
+    expect(answers).toEqual({
+      migrate: 'error',
+      healthcheck: 'its own report',
+      config: 'its own report',
+      verify: 'configuration',
+      status: 'configuration',
+      lag: 'configuration',
+      pause: 'error',
+      resume: 'error',
+      replay: 'configuration',
+      peek: 'configuration',
+      'dlq list': 'error',
+      'dlq show': 'error',
+      'dlq redrive': 'error',
+      'dlq purge': 'error',
+      audit: 'error',
+    });
+  });
+
+  it('names the step, the (redacted) address and the connect timeout when the database accepts and never answers', async () => {
+    // Prepare
+    const endpoint = new SilentEndpoint();
+    const port = new URL(await endpoint.start()).port;
+    try {
+      // Act
+      let stderr = '';
+      const code = await main(['dlq', 'list'], {
+        stdout: () => undefined,
+        stderr: (text) => void (stderr += text),
+        env: { DATABASE_URL: `postgres://nobody:secret@127.0.0.1:${port}/none`, STORAGE_DB_CONNECT_TIMEOUT_MS: '500' },
+      });
+
+      // Assess
+      expect(code).toBe(1);
+      expect(stderr).toBe(
+        'storage-consumer dlq list: error: connecting to PostgreSQL at <address> failed: Connection terminated due to connection timeout ' +
+          '(no answer within STORAGE_DB_CONNECT_TIMEOUT_MS=500 ms)\n',
+      );
+    } finally {
+      await endpoint.stop();
+    }
   });
 
   it('documents the exit codes in one table, the one the help prints', () => {

@@ -18,7 +18,7 @@ describe('status --host when the host cannot be asked', () => {
     const error: unknown = await fetch(`http://127.0.0.1:${port}/pipelines/reviews/status`).catch((failure: unknown) => failure);
 
     expect((error as Error).message).toBe('fetch failed');
-    expect(unreachableCause(error)).toBe(`cannot reach the host: connect ECONNREFUSED 127.0.0.1:${port}`);
+    expect(unreachableCause(error)).toBe('cannot reach the host: connect ECONNREFUSED <address>');
   });
 
   it('says how long it waited when the host accepts but does not answer', async () => {
@@ -40,7 +40,7 @@ describe('status --host when the host cannot be asked', () => {
   it('names an unknown host name', async () => {
     const error: unknown = await fetch('http://no-such-host.invalid:9464/').catch((failure: unknown) => failure);
 
-    expect(unreachableCause(error)).toMatch(/^cannot reach the host: getaddrinfo (ENOTFOUND|EAI_AGAIN) no-such-host\.invalid$/);
+    expect(unreachableCause(error)).toMatch(/^cannot reach the host: getaddrinfo (ENOTFOUND|EAI_AGAIN) <host>$/);
   });
 });
 

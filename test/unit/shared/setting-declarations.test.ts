@@ -113,7 +113,7 @@ describe('every read of the environment goes through a declaration', () => {
     // env['KAFKA_BROKERS']) bypasses the declarations; passing the environment whole is fine.
     const strayRead = /\benv\s*(\?\.|\.)\s*[A-Z][A-Z0-9_]*\b|\benv\s*\[\s*['"`]/;
     // The platform's own variables, read as such: not settings of this product.
-    const platform = /\benv\.(IS_LOCAL|USER|LOGNAME)\b/;
+    const platform = /\benv\.(IS_LOCAL|USER|LOGNAME|PATH)\b/;
     const stray = productFiles()
       .flatMap((file) => matches(file, strayRead))
       .filter((line) => !platform.test(line));
