@@ -80,6 +80,7 @@ describe('every CLI command in a process of its own', () => {
       ['dlq', 'redrive', '--pipeline', 'reviews'],
       ['dlq', 'purge', '--older-than', '30d'],
       ['audit'],
+      ['reconcile', '--pipeline', 'reviews'],
     ];
 
     // Act

@@ -169,6 +169,7 @@ describe('the command line', () => {
       'dlq redrive': [],
       'dlq purge': ['--older-than', '30d'],
       audit: [],
+      reconcile: ['--pipeline', 'reviews'],
     };
     const leaves = (command: Command, path: string[]): Array<[string[], LeafCommand]> =>
       'subcommands' in command ? command.subcommands.flatMap((sub) => leaves(sub, [...path, sub.name])) : [[path, command]];
@@ -216,6 +217,7 @@ describe('the command line', () => {
       'dlq redrive': 'error',
       'dlq purge': 'error',
       audit: 'error',
+      reconcile: 'configuration',
     });
   });
 
