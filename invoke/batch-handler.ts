@@ -45,10 +45,20 @@ export function createPipelineHandler(pipeline: PipelineName, options: PipelineH
     options.logger ?? new Logger({ serviceName: 'storage-consumer', persistentKeys: { pipeline }, jsonReplacerFn: redactErrorText });
   const runtime = createPipelineRuntime(pipeline, settings, logger, options.database);
   const handler = middy(async (event: unknown, context: Context): Promise<BatchResponse> => {
-    const { response, report } = await processBatch(event, runtime, {
-      remainingMs: () => context.getRemainingTimeInMillis(),
-      onWait: options.onWait,
-    });
+    // Each invocation logs through a logger of its own that carries its context: the host runs
+    // a pipeline's partitions side by side, and a shared logger would stamp every batch's lines
+    // with the function_request_id of the invocation that started last. (On Lambda one
+    // container runs one invocation at a time; the child costs a few objects per batch.)
+    const invocationLogger = logger.createChild();
+    invocationLogger.addContext(context);
+    const { response, report } = await processBatch(
+      event,
+      { ...runtime, logger: invocationLogger },
+      {
+        remainingMs: () => context.getRemainingTimeInMillis(),
+        onWait: options.onWait,
+      },
+    );
     options.onBatch?.(report);
     return response;
   }).use(injectLambdaContext(logger));
