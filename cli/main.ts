@@ -7,37 +7,49 @@ import type { CliIo, Command, LeafCommand, Options, OptionValues } from './comma
 import { EXIT, EXIT_CODES, RefusedError, UsageError } from './command.js';
 import { invocationOf } from './invocation.js';
 import { errorText, renderJson } from './output.js';
-import { audit } from './commands/audit.js';
-import { config } from './commands/config.js';
-import { dlq } from './commands/dlq.js';
-import { healthcheck } from './commands/healthcheck.js';
-import { lag } from './commands/lag.js';
-import { migrate } from './commands/migrate.js';
-import { pause, resume } from './commands/pause.js';
-import { peek } from './commands/peek.js';
-import { reconcile } from './commands/reconcile.js';
-import { replay } from './commands/replay.js';
-import { run } from './commands/run.js';
-import { status } from './commands/status.js';
-import { verify } from './commands/verify.js';
 
-/** Every command, in the order `--help` lists them. */
-export const COMMANDS: readonly Command[] = [
-  run,
-  migrate,
-  healthcheck,
-  config,
-  verify,
-  reconcile,
-  status,
-  lag,
-  pause,
-  resume,
-  replay,
-  peek,
-  dlq,
-  audit,
-];
+/**
+ * Every command's module by the command's name, in the order `--help` lists them. A command's
+ * module (and the clients it needs: kafkajs, pg, the AWS SDK) is loaded only when that command
+ * runs, or for the whole help: `--version` and `healthcheck` (the container's HEALTHCHECK,
+ * every 15 s) load nothing else.
+ */
+const COMMAND_MODULES = {
+  run: async () => (await import('./commands/run.js')).run,
+  migrate: async () => (await import('./commands/migrate.js')).migrate,
+  healthcheck: async () => (await import('./commands/healthcheck.js')).healthcheck,
+  config: async () => (await import('./commands/config.js')).config,
+  verify: async () => (await import('./commands/verify.js')).verify,
+  reconcile: async () => (await import('./commands/reconcile.js')).reconcile,
+  status: async () => (await import('./commands/status.js')).status,
+  lag: async () => (await import('./commands/lag.js')).lag,
+  pause: async () => (await import('./commands/pause.js')).pause,
+  resume: async () => (await import('./commands/pause.js')).resume,
+  replay: async () => (await import('./commands/replay.js')).replay,
+  peek: async () => (await import('./commands/peek.js')).peek,
+  dlq: async () => (await import('./commands/dlq.js')).dlq,
+  audit: async () => (await import('./commands/audit.js')).audit,
+} as const satisfies Record<string, () => Promise<Command>>;
+
+type CommandName = keyof typeof COMMAND_MODULES;
+
+const isCommandName = (word: string | undefined): word is CommandName => word !== undefined && Object.hasOwn(COMMAND_MODULES, word);
+
+/** The declared commands, `names` or all of them, in the order `--help` lists them. */
+export async function loadCommands(names: readonly CommandName[] = Object.keys(COMMAND_MODULES) as CommandName[]): Promise<Command[]> {
+  return Promise.all(names.map((name) => COMMAND_MODULES[name]()));
+}
+
+/**
+ * The commands a command line needs: the one it names; none for the version; all of them
+ * otherwise (the top-level help lists them, a mistyped command is matched against them).
+ */
+function commandsNeededBy(argv: readonly string[]): CommandName[] | undefined {
+  const first = argv[0];
+  if (isCommandName(first)) return [first];
+  if (argv.length === 1 && (first === '--version' || first === '-V' || first === 'version')) return [];
+  return undefined;
+}
 
 const PROGRAM = 'storage-consumer';
 /** Help is laid out for this width whatever the terminal, so it reads the same in a pipe, a log or a test. */
@@ -139,12 +151,12 @@ function commandFor(declared: Command, io: CliIo, outcome: Outcome): Commander {
  * command gets the same treatment: errors on `io.stderr` prefixed with its path, then its usage
  * (a group: its whole help), and an exception instead of `process.exit` so `main` returns the code.
  */
-function buildProgram(io: CliIo, outcome: Outcome, usageFailure: UsageFailure): Commander {
+function buildProgram(commands: readonly Command[], io: CliIo, outcome: Outcome, usageFailure: UsageFailure): Commander {
   const program = new Commander(PROGRAM)
     .description('The operations command line of the Storage Consumer (Kafka -> PostgreSQL).')
     .version(`${PROGRAM} ${SERVICE_VERSION}`, '-V, --version', 'print the version')
     .addHelpText('after', EPILOGUE);
-  for (const declared of COMMANDS) program.addCommand(commandFor(declared, io, outcome));
+  for (const declared of commands) program.addCommand(commandFor(declared, io, outcome));
   program
     .command('version', { hidden: true })
     .description('print the version')
@@ -219,7 +231,7 @@ function errorKind(error: unknown): CliErrorKind {
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const outcome: Outcome = { code: EXIT.ok, path: PROGRAM };
   const usageFailure: UsageFailure = {};
-  const program = buildProgram(io, outcome, usageFailure);
+  const program = buildProgram(await loadCommands(commandsNeededBy(argv)), io, outcome, usageFailure);
   const json = asksForJson(argv);
   try {
     await program.parseAsync([...argv], { from: 'user' });

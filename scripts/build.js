@@ -2,8 +2,8 @@
 /* global process, console, URL */
 // `npm run build [-- --outdir DIR]`: JavaScript for the host and the operations CLI (which holds
 // the migration runner: `storage-consumer migrate`), so that they run on production dependencies
-// alone (no tsx, no TypeScript). One ES module per entry point, our code bundled and every
-// package left to node_modules (`npm ci --omit=dev` installs exactly those).
+// alone (no tsx, no TypeScript). One ES module per entry point (plus the chunks they share or load
+// lazily), our code bundled and every package left to node_modules (`npm ci --omit=dev` installs exactly those).
 //
 //   dist/cli/main.js    storage-consumer <command>  (bin/storage-consumer.js prefers it)
 //   dist/host/main.js   the host: node dist/host/main.js (a container's PID 1)
@@ -38,8 +38,12 @@ export async function buildDist(outdir = path.join(root, 'dist')) {
     format: 'esm',
     target: 'node24',
     sourcemap: 'linked',
-    // The CLI loads the host lazily (`run`); without splitting each entry stays one file.
-    splitting: false,
+    // Each CLI command is loaded when it runs (cli/main.ts): with splitting, a dynamic import is a
+    // chunk of its own, and so are the packages it imports (a bundle hoists every package import to
+    // its top, so `--version` and `healthcheck` would load kafkajs, pg and the AWS SDK). Chunks go
+    // to dist/chunks/, two folders below the package root like every output (see above).
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     metafile: true,
     logLevel: 'warning',
   });

@@ -2,8 +2,10 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../../cli/command.js';
 import type { Command, LeafCommand } from '../../../cli/command.js';
-import { COMMANDS, main } from '../../../cli/main.js';
+import { loadCommands, main } from '../../../cli/main.js';
 import { SilentEndpoint } from '../../helpers/silent-endpoint.js';
+const COMMANDS = await loadCommands();
+
 /** Runs the CLI in-process with no services reachable: only argument handling can succeed. */
 async function cli(...argv: string[]) {
   let stdout = '';
