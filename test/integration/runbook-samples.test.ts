@@ -36,7 +36,7 @@ import type { SampleStep } from '../helpers/runbook-samples.js';
  * sample is gone, so the document cannot quote a command nobody runs.
  *
  * `$ npx storage-consumer ...` steps run the CLI (in this process, as test/helpers/cli.ts does);
- * `$ psql -c "..."` steps run the SQL on the stack's database and print it in psql's aligned
+ * `$ psql "$DATABASE_URL" -c "..."` steps run the SQL on the stack's database and print it in psql's aligned
  * format (the values are PostgreSQL's own text). The stack has a database of its own, so
  * `pg_stat_activity` shows only its sessions. With the run's own broker (KAFKA_BROKERS unset, as
  * in CI) the topics and groups have their real names, so tables line up as an operator sees
@@ -332,11 +332,17 @@ function normalise(text: string): string {
     .replace(/\b\d+ s (old|ago)\b/g, '4 s $1');
 }
 
-/** Runs `psql -c "<sql>"` on the stack's database (the sample's `DATABASE_URL`), printed as psql prints it. */
+/**
+ * Runs `psql "$DATABASE_URL" -c "<sql>"` on the sample's `DATABASE_URL` (the stack's database),
+ * printed as psql prints it. A step without `"$DATABASE_URL"` is refused: pasted, it would connect
+ * to whatever server the shell defaults to (test/unit/docs/runbook-psql.test.ts holds every document).
+ */
 async function runPsql(words: readonly string[], env: Record<string, string>): Promise<{ code: number; printed: string }> {
   const at = words.indexOf('-c');
   const text = words[at + 1];
-  if (at < 0 || text === undefined) throw new Error(`a psql step is "psql -c \\"<sql>\\"": ${words.join(' ')}`);
+  if (words[1] !== '$DATABASE_URL' || at !== 2 || text === undefined) {
+    throw new Error(`a psql step is "psql \\"$DATABASE_URL\\" -c \\"<sql>\\"": ${words.join(' ')}`);
+  }
   const client = new pg.Client({ connectionString: env.DATABASE_URL ?? stack.database.url, application_name: 'psql' });
   await client.connect();
   try {
@@ -376,7 +382,7 @@ async function runStep(command: string, sampleEnv: Record<string, string>): Prom
       invokedAs: 'npx storage-consumer',
     });
   } else {
-    throw new Error(`a sample step runs "npx storage-consumer ..." or "psql -c ...", not: ${command}`);
+    throw new Error(`a sample step runs "npx storage-consumer ..." or "psql \\"$DATABASE_URL\\" -c ...", not: ${command}`);
   }
   for (const { name, pattern } of CAPTURES) {
     const found = pattern.exec(printed)?.[1];
