@@ -57,16 +57,30 @@ export function physicalResourceIdOf(event: CloudFormationCustomResourceEvent): 
   return `${stackName}-${event.LogicalResourceId}`;
 }
 
-/** Builds the response document; the reason also points at the log stream. */
+/** Where the invocation that answers logs (the Lambda context's names). */
+export interface InvocationLogs {
+  readonly logGroupName: string;
+  readonly logStreamName: string;
+}
+
+/**
+ * Builds the response document. The reason ends with the log group and stream of the invocation,
+ * kept whole when a long reason is cut: the migration's log group is retained when a failed first
+ * deploy deletes the stack (serverless.yml, MigrateLogGroup), so the pointer still leads somewhere.
+ */
 export function customResourceResponse(
   event: CloudFormationCustomResourceEvent,
   outcome: CustomResourceOutcome,
-  logStreamName: string,
+  logs: InvocationLogs,
 ): CustomResourceResponse {
-  const reason = outcome.reason ? `${outcome.reason} (log stream ${logStreamName})` : `see log stream ${logStreamName}`;
+  const pointer = `log group ${logs.logGroupName}, stream ${logs.logStreamName}`;
+  const room = MAX_REASON_LENGTH - pointer.length - ' ()'.length;
+  const text = outcome.reason === undefined || outcome.reason === '' ? undefined : outcome.reason;
+  const cut = text === undefined || text.length <= room ? text : `${text.slice(0, room - 1)}…`;
+  const reason = cut === undefined ? `see ${pointer}` : `${cut} (${pointer})`;
   return {
     Status: outcome.status,
-    Reason: reason.length > MAX_REASON_LENGTH ? `${reason.slice(0, MAX_REASON_LENGTH - 1)}…` : reason,
+    Reason: reason,
     PhysicalResourceId: physicalResourceIdOf(event),
     StackId: event.StackId,
     RequestId: event.RequestId,

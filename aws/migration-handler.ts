@@ -239,7 +239,7 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
     if (!isCustomResourceEvent(event)) return migrate(endsAt);
     logger.info('custom resource request', { requestType: event.RequestType, logicalResourceId: event.LogicalResourceId });
     const outcome = await outcomeInTime(event, endsAt);
-    const response = customResourceResponse(event, outcome, context.logStreamName);
+    const response = customResourceResponse(event, outcome, context);
     try {
       await sendCustomResourceResponse(event.ResponseURL, response, {
         deadline: endsAt - RESPONSE_MARGIN_MS,

@@ -26,9 +26,18 @@ export function cfnLintVersion(): string | undefined {
 export const CFN_LINT_MISSING =
   'cfn-lint not found (PATH): the cfn-lint checks of the packaged templates are skipped; install it with "pip install cfn-lint" to run them';
 
-/** Runs cfn-lint once on `templates`; every finding of every file (exit 0: none). */
-export function cfnLint(templates: readonly string[]): { status: number | null; findings: CfnLintFinding[]; stderr: string } {
-  const result = spawnSync('cfn-lint', ['--format', 'json', ...templates], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+/**
+ * Runs cfn-lint once on `templates`, for each of `regions` (cfn-lint's own default is us-east-1
+ * alone); every finding of every file (exit 0: none).
+ */
+export function cfnLint(
+  templates: readonly string[],
+  regions: readonly string[],
+): { status: number | null; findings: CfnLintFinding[]; stderr: string } {
+  const result = spawnSync('cfn-lint', ['--format', 'json', '--regions', ...regions, '--', ...templates], {
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
+  });
   if (result.error) throw new Error(`cfn-lint could not be run: ${result.error.message}`);
   const stdout = `${result.stdout ?? ''}`.trim();
   let findings: CfnLintFinding[];

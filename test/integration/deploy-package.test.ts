@@ -32,6 +32,8 @@ interface Resource {
   readonly Type: string;
   readonly Condition?: string;
   readonly DependsOn?: string | string[];
+  readonly DeletionPolicy?: string;
+  readonly UpdateReplacePolicy?: string;
   readonly Properties: JsonObject;
 }
 interface Output {
@@ -308,6 +310,36 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     expect((config.MaximumEventAgeInSeconds as number) + timeout).toBeLessThanOrEqual(serviceTimeout);
   });
 
+  it('creates the invoke config before the first migration runs: SchemaMigration depends on it', () => {
+    // Created side by side on a first deploy, the migration could run under Lambda's defaults (2 retries, 6 hours).
+    expect(dependsOn(packaged[stage].resources.SchemaMigration!)).toContain('MigrateLambdaEvConf');
+  });
+
+  it("keeps the migration's logs when a failed first deploy deletes the stack, in a group named per stack", () => {
+    const { resources } = packaged[stage];
+    const group = resources.MigrateLogGroup!;
+    expect(group.Type).toBe('AWS::Logs::LogGroup');
+    expect(group.DeletionPolicy).toBe('Retain');
+    expect(group.UpdateReplacePolicy).toBe('Retain');
+    // The stack id's uuid in the name: the retained group of a deleted stack never blocks the next create.
+    expect(group.Properties.LogGroupName).toEqual({
+      'Fn::Join': [
+        '',
+        [`/aws/lambda/storage-consumer-${stage}-migrate-`, { 'Fn::Select': [2, { 'Fn::Split': ['/', { Ref: 'AWS::StackId' }] }] }],
+      ],
+    });
+    expect(group.Properties.RetentionInDays).toBe(30);
+    expect(resources.MigrateLambdaFunction!.Properties.LoggingConfig).toEqual({ LogGroup: { Ref: 'MigrateLogGroup' } });
+    // The function writes only there: its role's log statement is on this group.
+    const logStatements = statementsOf(resources.MigrationRole!).filter((statement) => actionsOf(statement).includes('logs:PutLogEvents'));
+    expect(logStatements.flatMap(resourcesOf)).toEqual([{ 'Fn::GetAtt': ['MigrateLogGroup', 'Arn'] }]);
+    // No group under the function's default name is created beside it.
+    expect(ofType(packaged[stage], 'AWS::Logs::LogGroup').map(([id]) => id)).toEqual(
+      expect.arrayContaining(['MigrateLogGroup', ...CONSUMERS.map(({ fn }) => `${fn}LogGroup`)]),
+    );
+    expect(ofType(packaged[stage], 'AWS::Logs::LogGroup')).toHaveLength(1 + CONSUMERS.length);
+  });
+
   it('switches on report-form failures exactly where the mapping has ReportBatchItemFailures', () => {
     // Judged on every declared mapping. Local has none (the host feeds its functions there, and
     // the host honours reports by default); test/unit/deploy checks the mappings a local stage
@@ -337,10 +369,16 @@ describe.each(STAGES)('sls package --stage %s', (stage) => {
     }
   });
 
-  it("raises eight alarms per consumer (six without mappings: none on OffsetLag), all to the stage's topic", () => {
+  it("raises eight alarms per consumer (six without mappings: none on OffsetLag), all to the stage's topic, as many as docs/deployment.md says", async () => {
     const alarms = ofType(packaged[stage], 'AWS::CloudWatch::Alarm');
     const withMappings = stage !== 'local';
     expect(alarms).toHaveLength(CONSUMERS.length * (withMappings ? 8 : 6));
+    // The one place the docs state the count: the alarms' row of "What a deploy creates".
+    const row = (await readFile(new URL('../../docs/deployment.md', import.meta.url), 'utf8'))
+      .split('\n')
+      .find((line) => line.startsWith('| CloudWatch alarms'));
+    const stated = withMappings ? /(\d+) on dev, staging and prod/.exec(row ?? '')?.[1] : /\*\*(\d+) on local\*\*/.exec(row ?? '')?.[1];
+    expect(Number(stated), `docs/deployment.md, "What a deploy creates": ${row ?? 'no alarms row'}`).toBe(alarms.length);
     for (const [id, alarm] of alarms) {
       expect(alarm.Properties.AlarmActions, id).toEqual([ALARM_TOPICS[stage]]);
       expect(alarm.Properties.OKActions, id).toEqual([ALARM_TOPICS[stage]]);
@@ -545,12 +583,18 @@ if (cfnLintSkipped) console.log(`[cfn-lint] ${CFN_LINT_MISSING}`);
 const CFN_LINT_REQUIRED =
   'cfn-lint not found (PATH) and CI is set: in CI the packaged templates must pass cfn-lint; install it ("pip install cfn-lint")';
 
-describe.skipIf(cfnLintSkipped)('the packaged templates through cfn-lint', () => {
+/**
+ * cfn-lint checks one region unless told (us-east-1): the stacks deploy to serverless.yml's
+ * `provider.region` (eu-west-1), where a resource type, property or value may be missing.
+ */
+const LINT_REGIONS = ['us-east-1', 'eu-west-1'] as const;
+
+describe.skipIf(cfnLintSkipped)(`the packaged templates through cfn-lint (${LINT_REGIONS.join(', ')})`, () => {
   const templateOf = (stage: Stage) => join(directory, stage, 'cloudformation-template-update-stack.json');
   let linted: ReturnType<typeof cfnLint> | undefined;
   const lintAll = () => {
     if (cfnLintAvailable === undefined) throw new Error(CFN_LINT_REQUIRED);
-    linted ??= cfnLint(STAGES.map(templateOf));
+    linted ??= cfnLint(STAGES.map(templateOf), LINT_REGIONS);
     return linted;
   };
 
@@ -558,7 +602,7 @@ describe.skipIf(cfnLintSkipped)('the packaged templates through cfn-lint', () =>
     const { findings } = lintAll();
     const own = findings.filter((finding) => finding.Filename === templateOf(stage)).map(describeFinding);
     expect(own, `${String(cfnLintAvailable)} on ${stage}`).toEqual([]);
-    console.log(`${String(cfnLintAvailable)}, ${stage}: no findings`);
+    console.log(`${String(cfnLintAvailable)}, ${stage}, regions ${LINT_REGIONS.join(' ')}: no findings`);
   });
 
   it('fails on what it is there to catch: an empty SourceAccessConfigurations planted in the prod template (E3032)', async () => {
@@ -567,7 +611,7 @@ describe.skipIf(cfnLintSkipped)('the packaged templates through cfn-lint', () =>
     template.Resources.ReviewsEventSourceMapping!.Properties.SourceAccessConfigurations = [];
     const planted = join(directory, 'planted-cloudformation-template.json');
     await writeFile(planted, JSON.stringify(template, null, 2));
-    const { status, findings } = cfnLint([planted]);
+    const { status, findings } = cfnLint([planted], LINT_REGIONS);
     expect(status).not.toBe(0);
     expect(findings.map(describeFinding)).toEqual([
       expect.stringMatching(

@@ -30,9 +30,16 @@ describe('custom resource protocol', () => {
     expect(physicalResourceIdOf({ ...createEvent, RequestType: 'Delete', PhysicalResourceId: 'kept-as-is' })).toBe('kept-as-is');
   });
 
-  it("cuts a long reason so the response stays under CloudFormation's 4 KB", () => {
-    const response = customResourceResponse(createEvent, { status: 'FAILED', reason: 'x'.repeat(10_000) }, '2026/11/30/[$LATEST]abc');
+  it("cuts a long reason so the response stays under CloudFormation's 4 KB, keeping where the logs are", () => {
+    const logs = { logGroupName: '/aws/lambda/storage-consumer-prod-migrate-0b1c2d3e', logStreamName: '2026/11/30/[$LATEST]abc' };
+    const response = customResourceResponse(createEvent, { status: 'FAILED', reason: 'x'.repeat(10_000) }, logs);
     expect(response.Reason.length).toBeLessThanOrEqual(1500);
+    expect(response.Reason).toMatch(
+      /x… \(log group \/aws\/lambda\/storage-consumer-prod-migrate-0b1c2d3e, stream 2026\/11\/30\/\[\$LATEST\]abc\)$/,
+    );
+    expect(customResourceResponse(createEvent, { status: 'FAILED', reason: 'short' }, logs).Reason).toBe(
+      'short (log group /aws/lambda/storage-consumer-prod-migrate-0b1c2d3e, stream 2026/11/30/[$LATEST]abc)',
+    );
     expect(Buffer.byteLength(JSON.stringify(response))).toBeLessThan(4096);
     expect(response).toMatchObject({ Status: 'FAILED', NoEcho: false, RequestId: 'd1e2f3a4', LogicalResourceId: 'SchemaMigration' });
   });
