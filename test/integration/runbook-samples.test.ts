@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { main } from '../../cli/main.js';
 import { freePorts } from '../../dev/free-ports.js';
 import { ensureTopics } from '../../kafka/topics.js';
+import { MIGRATION_LOCK_KEY } from '../../shared/migrations/constants.js';
 import { runMigrations } from '../../shared/migrations/run.js';
 import { PIPELINE_NAMES, PIPELINES } from '../../shared/pipelines.js';
 import type { PipelineName } from '../../shared/pipelines.js';
@@ -123,15 +124,18 @@ const reviewOf = (index: number, app = WEATHER.package_name, extra: Record<strin
   ...extra,
 });
 
-/** A session that takes `lock` and stays idle in its transaction, as a forgotten `psql` would. */
-async function holdLock(lock: string): Promise<pg.Client> {
+/**
+ * A session that takes `lock` and stays idle (in its transaction, unless `transaction` is false:
+ * a session-level advisory lock needs none), as a forgotten `psql` would.
+ */
+async function holdLock(lock: string, { transaction = true }: { transaction?: boolean } = {}): Promise<pg.Client> {
   const session = new pg.Client({ connectionString: stack.database.url, application_name: 'psql' });
   await session.connect();
   session.on('error', () => undefined);
   stack.sessions.push(session);
   const { rows } = await session.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
   stack.captured.set('<pid>', String(rows[0]?.pid));
-  await session.query('BEGIN');
+  if (transaction) await session.query('BEGIN');
   await session.query(lock);
   return session;
 }
@@ -187,6 +191,10 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
     }
     return { DATABASE_URL: url };
   },
+  async 'migration-lock'() {
+    // A psql session that took the runners' lock and stayed open: a holder that is not ours.
+    await holdLock(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`, { transaction: false });
+  },
   async 'replay-members'() {},
   async 'replay-skip'() {
     await stopHosts();
@@ -217,7 +225,13 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
     await drained('app-stats');
     await sql("UPDATE dead_letter_events SET created_at = created_at - interval '2 days' WHERE reason = 'invalid_message'");
   },
+  async 'cutover-latest'() {
+    // Before the new consumer first joins: no host, and the group does not exist yet.
+    await stopHosts();
+    await stack.admin.deleteGroups([stack.names.groups['app-stats']]);
+  },
   async 'pause-status'() {
+    if (stack.hosts.length === 0) await startedHost();
     await drained('reviews');
   },
   async 'forgotten-pause'() {
