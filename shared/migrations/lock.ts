@@ -16,14 +16,16 @@ const WAITED_TOO_LONG: ReadonlySet<string | undefined> = new Set(['55P03', '5701
 
 /**
  * Who holds the migration lock: an advisory lock on a bigint key shows in pg_locks as classid
- * (high 32 bits) and objid (low 32 bits). docs/operations.md quotes this query.
+ * (high 32 bits) and objid (low 32 bits). Advisory locks are per database and pg_locks lists the
+ * whole server's, so only this database's sessions count: a runner of another database holding
+ * the same key is not in the way. docs/operations.md quotes this query.
  */
 const HOLDER_QUERY =
   `SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, a.state, a.query_start, left(a.query, 80) ` +
   `AS query
   FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint`;
+   AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint AND a.datname = current_database()`;
 
 /**
  * Runs `work` while holding the migration advisory lock on `client`.
