@@ -4,12 +4,15 @@
 // line (dist/cli/main.js, `npm run build`) where it exists: that is all a production install
 // (`npm ci --omit=dev`) has. In a checkout it runs the TypeScript sources in cli/ through tsx
 // when there is no build, or when a source file changed after the build (a stale build never
-// runs silently). An older `node` first on the PATH hands over to the repository's own Node 24
-// (the `node` dev dependency) with Node's own flags, forwards SIGINT, SIGTERM and SIGHUP to it,
-// and exits with its code, or dies of the signal it died of. `reconcile` runs the same way in a
-// child with the host's memory flags, when they were not given.
+// runs silently). Another major than 24 first on the PATH (older or newer) hands over to the
+// repository's own Node 24 (the `node` dev dependency) with Node's own flags, forwards SIGINT,
+// SIGTERM and SIGHUP to it, and exits with its code, or dies of the signal it died of; where
+// there is none (a production install), it refuses to run (exit 1): the code is tested on, and
+// deployed to, the Lambda runtime's major only. package.json has no `engines` on purpose: npm
+// checks it against the Node npm itself runs on, and warns on every `npx` (see README).
+// `reconcile` runs the same way in a child with the host's memory flags, when they were not given.
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -78,9 +81,18 @@ function handOver(node, execArgv) {
 const HOST_NODE_FLAGS = ['--max-semi-space-size=4', '--heap-growing-percent=150'];
 const TOPIC_READING_COMMANDS = new Set(['reconcile']);
 
-if (Number(process.versions.node.split('.')[0]) < REQUIRED_MAJOR) {
+const projectNode = fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url));
+const wrongMajor = Number(process.versions.node.split('.')[0]) !== REQUIRED_MAJOR;
+// The project's own Node on another major too (a stale install) must not hand over to itself.
+if (wrongMajor && (!existsSync(projectNode) || realpathSync(projectNode) === realpathSync(process.execPath))) {
+  console.error(
+    `storage-consumer runs on Node ${REQUIRED_MAJOR} (the Lambda runtime nodejs${REQUIRED_MAJOR}.x), not ${process.version}: ` +
+      `run it with Node ${REQUIRED_MAJOR} (.nvmrc), or run npm ci in the checkout (it installs Node ${REQUIRED_MAJOR} for the project)`,
+  );
+  process.exit(1);
+} else if (wrongMajor) {
   // Node's own flags (--max-semi-space-size, --inspect ...) go along: they were meant for the host.
-  handOver(fileURLToPath(new URL('../node_modules/node/bin/node', import.meta.url)), process.execArgv);
+  handOver(projectNode, process.execArgv);
 } else if (TOPIC_READING_COMMANDS.has(process.argv[2] ?? '') && !HOST_NODE_FLAGS.every((flag) => process.execArgv.includes(flag))) {
   handOver(process.execPath, [...process.execArgv.filter((flag) => !HOST_NODE_FLAGS.includes(flag)), ...HOST_NODE_FLAGS]);
 } else {
