@@ -24,7 +24,7 @@ export const HOST_METRIC_NAMES = {
   retries: 'storage_consumer_retries_total',
   commitFailures: 'storage_consumer_commit_failures_total',
   commitsRefused: 'storage_consumer_commits_refused_total',
-  consumerLag: 'storage_consumer_consumer_lag',
+  consumerLag: 'storage_consumer_lag_messages',
   pipelineUp: 'storage_consumer_pipeline_up',
   lagAge: 'storage_consumer_lag_age_seconds',
   lastStored: 'storage_consumer_last_stored_timestamp_seconds',
@@ -33,9 +33,23 @@ export const HOST_METRIC_NAMES = {
   recordDelay: 'storage_consumer_record_delay_seconds',
   pipelineState: 'storage_consumer_pipeline_state',
   pipelinePaused: 'storage_consumer_pipeline_paused',
-  pausedSince: 'storage_consumer_pipeline_paused_since_seconds',
+  pausedSince: 'storage_consumer_pipeline_paused_since_timestamp_seconds',
   buildInfo: 'storage_consumer_build_info',
 } as const;
+
+/**
+ * The names the two metrics had before they followed Prometheus' conventions (a Unix time ends in
+ * `_timestamp_seconds`; a name does not repeat a word): still exported with the same values for
+ * one release, so dashboards and alerts built on them keep working while they move; removed in
+ * the next. docs/operations.md marks them deprecated.
+ */
+export const DEPRECATED_HOST_METRIC_NAMES = {
+  pausedSince: 'storage_consumer_pipeline_paused_since_seconds',
+  consumerLag: 'storage_consumer_consumer_lag',
+} as const satisfies Partial<Record<keyof typeof HOST_METRIC_NAMES, string>>;
+
+/** A metric's help under its deprecated name. */
+const deprecatedHelp = (current: string, help: string) => `DEPRECATED (removed in the next release): use ${current}. ${help}`;
 
 /** The metrics of the host process itself, without a `pipeline` label: its own stalls (host/process-stalls.ts). */
 export const PROCESS_STALL_METRIC_NAMES = {
@@ -219,28 +233,40 @@ export function createHostMetrics(
     registers: [registry],
     collect: perPipeline((entry) => (entry?.snapshot.paused ? 1 : 0)),
   });
-  new Gauge({
-    name: HOST_METRIC_NAMES.pausedSince,
-    help: 'When the pause now holding the pipeline began, seconds since the epoch (0: not paused)',
-    labelNames: ['pipeline'] as const,
-    registers: [registry],
-    collect: perPipeline((entry) => (entry?.snapshot.paused ? (entry.snapshot.pausedSince ?? 0) / 1000 : 0)),
-  });
-  new Gauge({
-    name: HOST_METRIC_NAMES.consumerLag,
-    help:
-      "Messages on the partition after the group's committed offset, from the host's last background reading (see " +
-      'storage_consumer_lag_age_seconds)',
-    labelNames: ['pipeline', 'partition'] as const,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [pipeline, entry] of views()) {
-        for (const { partition, lag } of entry.snapshot.partitions)
-          if (lag !== undefined) this.set({ pipeline, partition: String(partition) }, lag);
-      }
-    },
-  });
+  const pausedSinceHelp = 'When the pause now holding the pipeline began, seconds since the epoch (0: not paused)';
+  for (const [name, help] of [
+    [HOST_METRIC_NAMES.pausedSince, pausedSinceHelp],
+    [DEPRECATED_HOST_METRIC_NAMES.pausedSince, deprecatedHelp(HOST_METRIC_NAMES.pausedSince, pausedSinceHelp)],
+  ] as const) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['pipeline'] as const,
+      registers: [registry],
+      collect: perPipeline((entry) => (entry?.snapshot.paused ? (entry.snapshot.pausedSince ?? 0) / 1000 : 0)),
+    });
+  }
+  const lagHelp =
+    "Messages on the partition after the group's committed offset, from the host's last background reading (see " +
+    'storage_consumer_lag_age_seconds)';
+  for (const [name, help] of [
+    [HOST_METRIC_NAMES.consumerLag, lagHelp],
+    [DEPRECATED_HOST_METRIC_NAMES.consumerLag, deprecatedHelp(HOST_METRIC_NAMES.consumerLag, lagHelp)],
+  ] as const) {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['pipeline', 'partition'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [pipeline, entry] of views()) {
+          for (const { partition, lag } of entry.snapshot.partitions)
+            if (lag !== undefined) this.set({ pipeline, partition: String(partition) }, lag);
+        }
+      },
+    });
+  }
   new Gauge({
     name: HOST_METRIC_NAMES.lagAge,
     help: 'Seconds since the lag was last read from the broker (since the start, while it never was)',

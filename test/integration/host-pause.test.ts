@@ -195,13 +195,15 @@ describe('pause and resume for every host', () => {
     expect(Math.abs(pausedSince - pausedAt / 1000)).toBeLessThan(5);
     for (const base of [baseA, baseB]) {
       expect(await metricOn(base, 'storage_consumer_pipeline_paused', 'reviews')).toBe(1);
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_timestamp_seconds', 'reviews')).toBe(pausedSince);
+      // The deprecated name, kept for one release, carries the same value.
       expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(pausedSince);
       expect(await metricOn(base, 'storage_consumer_pipeline_up', 'reviews')).toBe(0);
       expect(await metricOn(base, 'storage_consumer_pipeline_state', 'reviews', ',state="PAUSED"')).toBe(1);
     }
     // Host B runs reviews only; host A's app-stats runs, unpaused.
     expect(await metricOn(baseA, 'storage_consumer_pipeline_paused', 'app-stats')).toBe(0);
-    expect(await metricOn(baseA, 'storage_consumer_pipeline_paused_since_seconds', 'app-stats')).toBe(0);
+    expect(await metricOn(baseA, 'storage_consumer_pipeline_paused_since_timestamp_seconds', 'app-stats')).toBe(0);
     expect(await metricOn(baseA, 'storage_consumer_pipeline_up', 'app-stats')).toBe(1);
   }, 240_000);
 
@@ -234,7 +236,9 @@ describe('pause and resume for every host', () => {
 
     expect(await stateOn(baseB, 'reviews')).toBe('PAUSED');
     // The pause's start is the row's, not the restart's: a forgotten pause stays forgotten.
-    expect(await metricOn(baseB, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(await pauseRowSeconds('reviews'));
+    expect(await metricOn(baseB, 'storage_consumer_pipeline_paused_since_timestamp_seconds', 'reviews')).toBe(
+      await pauseRowSeconds('reviews'),
+    );
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     expect(await count()).toBe(300);
     expect(storedRecords(restarted.lines, 'reviews')).toBe(0);
@@ -307,7 +311,7 @@ describe('pause and resume for every host', () => {
     for (const name of PIPELINE_NAMES) expect(await stateOn(baseA, name)).toBe('RUNNING');
     for (const base of [baseA, baseB]) {
       expect(await metricOn(base, 'storage_consumer_pipeline_paused', 'reviews')).toBe(0);
-      expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_seconds', 'reviews')).toBe(0);
+      expect(await metricOn(base, 'storage_consumer_pipeline_paused_since_timestamp_seconds', 'reviews')).toBe(0);
     }
   }, 240_000);
 });

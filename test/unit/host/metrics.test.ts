@@ -119,6 +119,8 @@ describe('the host metrics', () => {
       expect(text).toContain(`storage_consumer_pipeline_state{pipeline="${pipeline}",state="STARTING"} 1`);
       expect(text).toContain(`storage_consumer_pipeline_state{pipeline="${pipeline}",state="RUNNING"} 0`);
       expect(text).toContain(`storage_consumer_pipeline_paused{pipeline="${pipeline}"} 0`);
+      expect(text).toContain(`storage_consumer_pipeline_paused_since_timestamp_seconds{pipeline="${pipeline}"} 0`);
+      // The deprecated name, kept for one release with the same value.
       expect(text).toContain(`storage_consumer_pipeline_paused_since_seconds{pipeline="${pipeline}"} 0`);
     }
   });
@@ -190,7 +192,11 @@ describe('the host metrics', () => {
 
     // Assess
     expect(text).toContain('storage_consumer_pipeline_up{pipeline="reviews"} 1');
+    expect(text).toContain('storage_consumer_lag_messages{pipeline="reviews",partition="2"} 17');
     expect(text).toContain('storage_consumer_consumer_lag{pipeline="reviews",partition="2"} 17');
+    expect(text).toContain(
+      '# HELP storage_consumer_consumer_lag DEPRECATED (removed in the next release): use storage_consumer_lag_messages.',
+    );
     expect(text).toContain('storage_consumer_lag_age_seconds{pipeline="reviews"} 23');
     expect(text).toContain('storage_consumer_last_stored_timestamp_seconds{pipeline="reviews"} 1000');
     expect(text).toContain('storage_consumer_inflight_batch_age_seconds{pipeline="reviews"} 3');
