@@ -43,7 +43,7 @@ export const HOST_METRIC_NAMES = {
  * one release, so dashboards and alerts built on them keep working while they move; removed in
  * the next. docs/operations.md marks them deprecated.
  */
-export const DEPRECATED_HOST_METRIC_NAMES = {
+const DEPRECATED_HOST_METRIC_NAMES = {
   pausedSince: 'storage_consumer_pipeline_paused_since_seconds',
   consumerLag: 'storage_consumer_consumer_lag',
 } as const satisfies Partial<Record<keyof typeof HOST_METRIC_NAMES, string>>;
