@@ -2,6 +2,21 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * The Kafka port (kafka/port.ts): only kafka/ knows a Kafka client, types included. The host, the
+ * CLI, the core, the invokers and the settings reach Kafka through the port and kafka/clients.ts.
+ */
+const kafkaClientPatterns = [
+  {
+    group: ['kafkajs', 'kafkajs/*', '@platformatic/kafka', '@platformatic/kafka/*'],
+    message: 'only kafka/ imports a Kafka client: use the port (kafka/port.ts) and kafka/clients.ts',
+  },
+  {
+    group: ['**/kafka/kafkajs/**', '**/kafka/platformatic/**'],
+    message: "a client's implementation is kafka/'s own: use the port (kafka/port.ts) and kafka/clients.ts",
+  },
+];
+
 export default tseslint.config(
   { ignores: ['node_modules/', '.esbuild/', '.serverless/', '.cache/', '.data/', 'coverage/', 'dist/'] },
   js.configs.recommended,
@@ -25,6 +40,7 @@ export default tseslint.config(
         'error',
         {
           patterns: [
+            ...kafkaClientPatterns,
             {
               group: ['**/host/**'],
               message:
@@ -35,6 +51,10 @@ export default tseslint.config(
         },
       ],
     },
+  },
+  {
+    files: ['{host,shared,invoke,config}/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: kafkaClientPatterns }] },
   },
   {
     // Product code: Prettier wraps code at 140 columns but leaves long strings and comments whole.

@@ -4,8 +4,7 @@
  * in another group than the one the command looked at (another stage's names, a
  * `STORAGE_GROUP_<PIPELINE>` set on the host but not here).
  */
-import { AssignerProtocol } from 'kafkajs';
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../kafka/port.js';
 import type { GroupMember } from '../kafka/lag.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 
@@ -22,29 +21,20 @@ const DESCRIBE_CHUNK = 50;
  * The consumer groups other than `group` whose members have partitions of `topic` assigned
  * (asked for only when `group` has no members: one group list and one description per 50 groups).
  */
-export async function otherGroupsOnTopic(admin: Admin, topic: string, group: string): Promise<OtherGroup[]> {
-  const { groups } = await admin.listGroups();
+export async function otherGroupsOnTopic(admin: KafkaAdmin, topic: string, group: string): Promise<OtherGroup[]> {
+  const groups = await admin.listGroups();
   const candidates = groups
     .filter((listed) => listed.groupId !== group && listed.protocolType === 'consumer')
     .map((listed) => listed.groupId);
   const found: OtherGroup[] = [];
   for (let index = 0; index < candidates.length; index += DESCRIBE_CHUNK) {
     const described = await admin.describeGroups(candidates.slice(index, index + DESCRIBE_CHUNK));
-    for (const candidate of described.groups) {
-      const members = candidate.members.filter((member) => readsTopic(member.memberAssignment, topic)).length;
+    for (const candidate of described) {
+      const members = candidate.members.filter((member) => (member.assignment[topic]?.length ?? 0) > 0).length;
       if (members > 0) found.push({ group: candidate.groupId, members });
     }
   }
   return found.sort((a, b) => a.group.localeCompare(b.group));
-}
-
-function readsTopic(assignment: Buffer | undefined, topic: string): boolean {
-  if (assignment === undefined || assignment.length === 0) return false;
-  try {
-    return (AssignerProtocol.MemberAssignment.decode(assignment)?.assignment[topic]?.length ?? 0) > 0;
-  } catch {
-    return false;
-  }
 }
 
 /** `group storage-consumer.reviews has 1 member(s) on reviews`: the groups that do read the topic, in words. */

@@ -1,6 +1,5 @@
-import { logLevel } from 'kafkajs';
-import type { Admin } from 'kafkajs';
-import { createKafka } from '../kafka/connection.js';
+import { createKafkaClient } from '../kafka/clients.js';
+import type { KafkaAdmin } from '../kafka/port.js';
 import type { GroupPosition } from '../kafka/lag.js';
 import type { KafkaSettings } from '../kafka/settings.js';
 import { loadHostSettings } from '../config/host-settings.js';
@@ -10,18 +9,16 @@ import type { CliIo } from './command.js';
 
 /** A connected admin and the settings it was made from. */
 export interface KafkaContext {
-  readonly admin: Admin;
+  readonly admin: KafkaAdmin;
   readonly settings: ConsumerSettings;
 }
 
-/** A kafkajs admin (not connected yet) for the host's Kafka settings: brokers, TLS, SASL. */
-export function createKafkaAdmin(kafka: KafkaSettings): Admin {
-  return createKafka(kafka, {
-    clientId: `${kafka.clientId}-cli`,
-    // A command reports its own errors; kafkajs' retries would only repeat them on stderr.
-    logLevel: logLevel.NOTHING,
-    retry: { retries: 3 },
-  }).admin();
+/**
+ * An admin (not connected yet) for the host's Kafka settings: client, brokers, TLS, SASL. A
+ * command reports its own errors: the client logs nothing.
+ */
+export function createKafkaAdmin(kafka: KafkaSettings): KafkaAdmin {
+  return createKafkaClient(kafka, { clientId: `${kafka.clientId}-cli`, retries: 3 }).admin();
 }
 
 /**

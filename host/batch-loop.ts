@@ -2,13 +2,12 @@
  * The host's per-partition batch loop (docs/design.md section 3, "The host on kafkajs"): one polled
  * batch of one partition is cut into events and taken into the partition's lane
  * (./partition-lanes.ts), which writes them in offset order while the next fetch goes on; each
- * event goes through one step: invoke, decide its offsets, commit or redeliver. It knows kafkajs
- * only through {@link BatchPort}, the part of kafkajs' `eachBatch` payload it uses, so a unit test
- * drives it with plain objects and a change of Kafka client changes only the adapter that builds
- * the port (host/topic-consumer.ts).
+ * event goes through one step: invoke, decide its offsets, commit or redeliver. It knows the Kafka
+ * client only through {@link BatchPort}, the port's partition handle (kafka/port.ts), so a unit
+ * test drives it with plain objects.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { KafkaMessage } from 'kafkajs';
+import type { PartitionHandle, PolledBatch } from '../kafka/port.js';
 import { backoffDelayMs } from '../shared/backoff.js';
 import type { Random } from '../shared/backoff.js';
 import { deadlineIn } from './clock.js';
@@ -20,7 +19,7 @@ import { cutBatch } from './event-cut.js';
 import type { InvocationResult, Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import { decideOffsets } from './offsets.js';
-import type { CommitPlace, CommitPort, OffsetCommitsState } from './offset-commits.js';
+import type { CommitPlace, OffsetCommitsState } from './offset-commits.js';
 import { createOffsetCommits } from './offset-commits.js';
 import { batchFields } from '../shared/batch-report.js';
 import type { LaneStepOutcome } from './partition-lanes.js';
@@ -41,36 +40,11 @@ export function redeliveryDelayMs(attempt: number, baseMs: number, random?: Rand
   return backoffDelayMs(attempt, baseMs, MAX_REDELIVERY_DELAY_MS, random);
 }
 
-/** One polled batch of one partition, as kafkajs' `Batch` hands it over. */
-export interface PolledBatchView {
-  readonly topic: string;
-  readonly partition: number;
-  /** The partition's end offset when the batch was fetched: more records exist when it lies past the batch. */
-  readonly highWatermark: string;
-  readonly messages: readonly KafkaMessage[];
-  firstOffset(): string | null;
-  /** The fetch's last offset (past trailing control records, if any). */
-  lastOffset(): string;
-}
+/** One polled batch of one partition (kafka/port.ts). */
+export type PolledBatchView = PolledBatch;
 
-/**
- * What the loop needs of the Kafka client for one batch: the subset of kafkajs' `EachBatchPayload`
- * it calls (a kafkajs payload is one), so tests pass a plain object instead of a fake consumer.
- */
-export interface BatchPort extends CommitPort {
-  readonly batch: PolledBatchView;
-  /** False once the consumer is stopping: the rest of the batch is not ours to invoke. */
-  isRunning(): boolean;
-  /** True once the partition was sought or reassigned: the batch is someone else's now. */
-  isStale(): boolean;
-  /** Heartbeats the group; throws on a rebalance. */
-  heartbeat(): Promise<void>;
-  /**
-   * Marks records consumed up to `offset` (inclusive): the next fetch of the partition starts
-   * after it. Called when the batch enters its lane: a position to fetch from, never a commit.
-   */
-  resolveOffset(offset: string): void;
-}
+/** What the loop needs of the Kafka client for one batch: the port's partition handle (kafka/port.ts). */
+export type BatchPort = PartitionHandle;
 
 /** Where an invocation's batch sits, for log lines and the progress record. */
 export type BatchPlace = CommitPlace;
@@ -84,7 +58,7 @@ export interface BatchLoopOptions {
   readonly metrics?: PipelineMetrics;
   readonly progress: PipelineProgress;
   readonly source?: EventSourceOptions;
-  /** How often the group is heartbeated during an invocation (kafkajs has no background heartbeat). */
+  /** How often the group is heartbeated during an invocation (a client may have no background heartbeat). */
   readonly heartbeatIntervalMs: number;
   /** True when the pipeline must not invoke anything now: failed, paused or its pause state unread. */
   readonly halted: () => boolean;
@@ -329,7 +303,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
   const eachBatch = async (port: BatchPort): Promise<void> => {
     const { batch } = port;
     const events = cutBatch(
-      { topic: batch.topic, partition: batch.partition, messages: batch.messages, lastOffset: batch.lastOffset() },
+      { topic: batch.topic, partition: batch.partition, records: batch.records, lastOffset: batch.lastOffset() },
       { batchSize: pipeline.batchSize, maxEventBytes: settings.maxEventBytes, source: options.source },
     );
     // After a stop request or a seek the batch is not ours to invoke. After a pause it waits:

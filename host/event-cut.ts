@@ -1,23 +1,22 @@
 /**
- * Cuts what kafkajs hands over for one partition into the Lambda events the host invokes (each at
+ * Cuts what the Kafka consumer hands over for one partition into the Lambda events the host invokes (each at
  * most the pipeline's batch size and STORAGE_MAX_EVENT_BYTES), and measures them: the event
  * source mapping's batching, done by the host (docs/design.md section 3, "The host on kafkajs").
  * Its events go to the partition's lane (./partition-lanes.ts) and to the offset rules (./offsets.ts).
  */
-import type { KafkaMessage } from 'kafkajs';
 import { buildKafkaEvent, eventSizeBytes, eventTimestamp } from '../shared/kafka-event-builder.js';
 import type { EventSourceOptions, SourceRecord } from '../shared/kafka-event-builder.js';
 import type { KafkaEvent } from '../shared/kafka-event.js';
-import { TIMESTAMP_TYPE, toSourceRecord } from '../kafka/source-record.js';
+import { TIMESTAMP_TYPE } from '../kafka/port.js';
 
-/** What kafkajs' `eachBatch` hands over for one partition, as plain data. */
+/** What the consumer hands over for one partition, as plain data. */
 export interface PolledBatch {
   readonly topic: string;
   readonly partition: number;
-  readonly messages: readonly KafkaMessage[];
+  readonly records: readonly SourceRecord[];
   /**
-   * kafkajs' `batch.lastOffset()`: the last offset of the fetch, which can lie past the last
-   * message when trailing control records (transaction markers) were filtered out.
+   * The batch's `lastOffset()`: the last offset of the fetch, which can lie past the last
+   * record when trailing control records (transaction markers) were filtered out.
    */
   readonly lastOffset: string;
 }
@@ -118,49 +117,41 @@ export function recordJsonBytes(record: SourceRecord): number {
 
 /**
  * Cuts one polled partition batch into events of at most `batchSize` records and at most
- * `maxEventBytes` JSON bytes, in offset order (kafkajs hands over one partition at a time, so
- * each event holds one partition). A record that alone exceeds the byte cap is sent alone in
+ * `maxEventBytes` JSON bytes, in offset order (the consumer hands over one partition at a time,
+ * so each event holds one partition). A record that alone exceeds the byte cap is sent alone in
  * an event of its own: holding it back would stall the partition for good, and the handler
  * stores or dead-letters it like any other.
  */
 export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
-  const { topic, partition, messages } = batch;
-  if (messages.length === 0) return [];
+  const { topic, partition, records } = batch;
+  if (records.length === 0) return [];
   const key = `${topic}-${partition}`;
   // Envelope with an empty records object, plus `"<key>":[]`.
   const base = eventSizeBytes(buildKafkaEvent([], options.source)) + jsonBytes(key) + 3;
   const events: HostEvent[] = [];
-  // The event's kafkajs messages, not their source records: an event waits in its lane until it is
-  // written, and the source records are made again when it is built (one object less per fetched
-  // record for the young generation's collections to copy while it waits).
-  let taken: KafkaMessage[] = [];
+  let taken: SourceRecord[] = [];
   let bytes = base;
   const flush = (isLast: boolean) => {
-    const offsets = taken.map((message) => String(message.offset));
+    const offsets = taken.map((record) => String(record.offset));
     const lastOffset = BigInt(offsets[offsets.length - 1] as string);
     const fetchedEnd = BigInt(batch.lastOffset);
     const next = (isLast && fetchedEnd > lastOffset ? fetchedEnd : lastOffset) + 1n;
     // Built when it is first invoked, not when the batch is cut: a lane holds fetched batches
     // ahead of their writing (./partition-lanes.ts), and an event's base64 copies of its records
     // would more than double what they hold.
-    let eventMessages: readonly KafkaMessage[] | undefined = taken;
+    let eventRecords: readonly SourceRecord[] | undefined = taken;
     let built: KafkaEvent | undefined;
     events.push({
       get event() {
         if (built !== undefined) return built;
-        if (eventMessages === undefined) throw new Error(`the event of ${key} at offset ${offsets[0]} was released after its invocation`);
-        const messages = eventMessages;
+        if (eventRecords === undefined) throw new Error(`the event of ${key} at offset ${offsets[0]} was released after its invocation`);
         // For the handler in this process: the parse takes the records' bytes, not their base64 back.
-        built = buildKafkaEvent(
-          messages.map((message) => toSourceRecord(topic, partition, message)),
-          options.source,
-          CARRY_BYTES,
-        );
+        built = buildKafkaEvent(eventRecords, options.source, CARRY_BYTES);
         return built;
       },
       release() {
         built = undefined;
-        eventMessages = undefined;
+        eventRecords = undefined;
       },
       partitions: [{ topic, partition, key, offsets, next: next.toString() }],
       records: taken.length,
@@ -170,14 +161,14 @@ export function cutBatch(batch: PolledBatch, options: CutOptions): HostEvent[] {
     taken = [];
     bytes = base;
   };
-  for (const message of messages) {
-    const size = recordJsonBytes(toSourceRecord(topic, partition, message));
+  for (const record of records) {
+    const size = recordJsonBytes(record);
     const added = taken.length === 0 ? size : size + 1;
     if (taken.length > 0 && (taken.length >= options.batchSize || bytes + added > options.maxEventBytes)) {
       flush(false);
       bytes += size;
     } else bytes += added;
-    taken.push(message);
+    taken.push(record);
   }
   flush(true);
   return events;

@@ -3,12 +3,12 @@
  * it): connected on first use, reconnected after a failed connect, never connected again once the
  * host let go of it.
  */
-import type { Admin, Kafka } from 'kafkajs';
+import type { KafkaAdmin, KafkaClient } from '../kafka/port.js';
 
 /** The shared admin client (see the file's comment). */
 export interface HostAdmin {
   /** The connected admin; rejects before the host has a Kafka client and after `close()`. */
-  connected(): Promise<Admin>;
+  connected(): Promise<KafkaAdmin>;
   /** Whether `close()` was called: a reading after that must not connect a new one. */
   closed(): boolean;
   /** Disconnects it (if it was connected); later `connected()` calls reject. */
@@ -16,8 +16,8 @@ export interface HostAdmin {
 }
 
 /** `kafka()`: the host's Kafka client, `undefined` before it exists; `state()` names why there is none. */
-export function createHostAdmin(kafka: () => Kafka | undefined, state: () => string): HostAdmin {
-  let admin: Promise<Admin> | undefined;
+export function createHostAdmin(kafka: () => KafkaClient | undefined, state: () => string): HostAdmin {
+  let admin: Promise<KafkaAdmin> | undefined;
   let closed = false;
   return {
     async connected() {

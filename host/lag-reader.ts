@@ -4,7 +4,7 @@
  * `/metrics` and the status read it. Scrapes never wait for the broker: they answer from the last
  * reading, whose age is a metric.
  */
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../kafka/port.js';
 import type { GroupOfTopic, GroupPosition } from '../kafka/lag.js';
 import { groupPosition } from '../kafka/lag.js';
 import type { CoreLogger } from '../shared/logger.js';
@@ -31,7 +31,7 @@ export interface LagReaderOptions {
   readonly logger: CoreLogger;
   readonly clock?: Clock;
   /** How one group's position is read; default: from the broker. */
-  readonly read?: (admin: Admin, pipeline: GroupOfTopic) => Promise<GroupPosition>;
+  readonly read?: (admin: KafkaAdmin, pipeline: GroupOfTopic) => Promise<GroupPosition>;
 }
 
 /**

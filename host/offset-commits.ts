@@ -17,6 +17,7 @@ import { batchFields } from '../shared/batch-report.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
+import type { PartitionHandle } from '../kafka/port.js';
 import type { PipelineProgress } from './progress.js';
 
 /** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash); retries do not count. */
@@ -26,17 +27,10 @@ export const MAX_COMMIT_FAILURES = 5;
 export const COMMIT_RETRY_BASE_MS = 1_000;
 const COMMIT_RETRY_MAX_MS = 30_000;
 
-/** Offsets to commit, in kafkajs' `commitOffsetsIfNecessary` shape. */
-export interface CommitRequest {
-  topics: Array<{ topic: string; partitions: Array<{ partition: number; offset: string }> }>;
-}
+export type { CommitRequest } from '../kafka/port.js';
 
-/** What a commit needs of the Kafka client: the part of kafkajs' `eachBatch` payload it calls. */
-export interface CommitPort {
-  /** False once the consumer is stopping: its failed commits are no longer retried. */
-  isRunning(): boolean;
-  commitOffsetsIfNecessary(offsets: CommitRequest): Promise<void>;
-}
+/** What a commit needs of the Kafka client: the part of the port's partition handle (kafka/port.ts) it calls. */
+export type CommitPort = Pick<PartitionHandle, 'isRunning' | 'commitOffsetsIfNecessary'>;
 
 /** Where the committed event sits, for log lines (topic, partition and offsets). */
 export interface CommitPlace {

@@ -3,7 +3,7 @@
  * a process warning becomes (a JSON log line, and exit 1 for the first two).
  */
 import type { CoreLogger } from '../shared/logger.js';
-import { isKafkajsTimeoutWarning } from '../kafka/kafkajs/warnings.js';
+import { isHarmlessClientWarning } from '../kafka/clients.js';
 
 /**
  * Process-wide guards of a host process: an uncaught exception or unhandled rejection is
@@ -21,7 +21,7 @@ export function installProcessGuards(logger: CoreLogger): void {
   });
   process.removeAllListeners('warning');
   process.on('warning', (warning) => {
-    if (isKafkajsTimeoutWarning(warning)) return;
+    if (isHarmlessClientWarning(warning)) return;
     logger.warn('process warning', { name: warning.name, warning: warning.message });
   });
 }

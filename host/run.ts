@@ -6,7 +6,7 @@ import type { CoreLogger } from '../shared/logger.js';
 import type { HttpEndpoint } from './http-endpoint.js';
 import { startHttpEndpoint } from './http-endpoint.js';
 import { HTTP_PATHS } from '../host-api/http-paths.js';
-import { verifyKafkajsWorkarounds } from '../kafka/kafkajs/index.js';
+import { verifyKafkaClient } from '../kafka/clients.js';
 import { createHostMetrics } from './metrics.js';
 import type { HostHandle, HostOptions } from './supervisor.js';
 import { createHostLogger, EXIT_FAILED, startHost } from './supervisor.js';
@@ -67,7 +67,7 @@ export async function runHost(settings: HostSettings, options: HostOptions = {})
   };
   for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
   try {
-    await verifyKafkajsWorkarounds();
+    await verifyKafkaClient(settings.kafka);
     if (settings.http.port !== 0) {
       metrics ??= createHostMetrics(settings.storage.selectedPipelines, () => host?.progress() ?? []);
       endpoint = await startHttpEndpoint(settings.http, metrics.registry, () => host);

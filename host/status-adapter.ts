@@ -3,7 +3,7 @@
  * pipeline's status document (its progress, the broker's view of its group, its pause) and the
  * pause and resume writes, read from the host's pipelines when a request asks.
  */
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../kafka/port.js';
 import type { GroupOfTopic, GroupPosition } from '../kafka/lag.js';
 import { groupPosition } from '../kafka/lag.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -37,7 +37,7 @@ export interface StatusSource {
   /** The host's life-cycle state (named when a control call comes too early). */
   state(): string;
   /** How one group's position is read; default: from the broker. */
-  readonly read?: (admin: Admin, pipeline: GroupOfTopic) => Promise<GroupPosition>;
+  readonly read?: (admin: KafkaAdmin, pipeline: GroupOfTopic) => Promise<GroupPosition>;
   /** Default 5 s. */
   readonly kafkaTimeoutMs?: number;
 }

@@ -5,10 +5,10 @@
  * API adapter (host/status-adapter.ts) each live in their own module; this file wires them.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
-import type { Kafka } from 'kafkajs';
 import { hostname } from 'node:os';
-import { createKafka, memberClientId } from '../kafka/connection.js';
-import { kafkaLogging } from '../kafka/kafkajs/log-adapter.js';
+import { createKafkaClient } from '../kafka/clients.js';
+import { memberClientId } from '../kafka/connection.js';
+import type { KafkaClient, TopicIdReader } from '../kafka/port.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
 import type { PipelineName } from '../shared/pipelines.js';
@@ -20,8 +20,6 @@ import { evaluateLiveness, evaluateReadiness } from './health.js';
 import type { HostState, Liveness, Readiness } from './health.js';
 import { defaultMaxAgeMs } from '../host-api/heartbeat-files.js';
 import { createHostAdmin } from './host-admin.js';
-import { groupStartOffsets, kafkajsTopicIds } from '../kafka/kafkajs/topic-ids.js';
-import type { TopicIdReader } from '../kafka/kafkajs/topic-ids.js';
 import type { Invoker, RetryRecorder } from './invoker.js';
 import { createInvoker } from './invoker.js';
 import { readLagInBackground } from './lag-reader.js';
@@ -36,8 +34,7 @@ import type { HostSettings } from '../config/host-settings.js';
 import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';
 import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
-import { kafkajsConsumers } from '../kafka/consumer-port.js';
-import { committedOffsets } from '../kafka/lag.js';
+import { committedOffsets, groupStartOffsets } from '../kafka/lag.js';
 
 /** Exit codes: 0 when no pipeline failed and the stop finished in time, else 1. */
 const EXIT_OK = 0;
@@ -112,7 +109,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
 
   let pauseControl: PauseControl | undefined;
-  let kafka: Kafka | undefined;
+  let kafka: KafkaClient | undefined;
   /** Reads the pipelines' topic ids (host/topic-incarnation.ts); made with the Kafka client. */
   let topicIds: TopicIdReader | undefined;
   const admin = createHostAdmin(
@@ -139,9 +136,9 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
 
   /** Builds every pipeline's invoker and consumer, reads the pause state, then joins the groups. */
   const consume = async (): Promise<'started' | 'ended'> => {
-    const client = createKafka(settings.kafka, { ...kafkaLogging(logger), clientId: memberClientId(settings.kafka.clientId) });
+    const client = createKafkaClient(settings.kafka, { logger, clientId: memberClientId(settings.kafka.clientId) });
     kafka = client;
-    topicIds = kafkajsTopicIds(client);
+    topicIds = client.topicIds();
     for (const pipeline of all()) {
       const metrics = options.metrics?.pipeline(pipeline.name);
       const invoker = makeInvoker(pipeline.name, settings, metrics, pipeline.progress);
@@ -149,7 +146,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
       pipeline.consumer = createPipelineConsumer({
         pipeline: pipeline.settings,
         settings,
-        consumers: kafkajsConsumers(client),
+        consumers: (consumerOptions) => client.consumer(consumerOptions),
         invoker,
         logger,
         onFailure,

@@ -1,18 +1,16 @@
 /**
- * One pipeline's kafkajs consumer: the adapter between kafkajs and the batch loop
- * (./batch-loop.ts). It builds the consumer (group, timeouts, fetch sizes), hands each
- * `eachBatch` payload to the loop as its port, wires kafkajs' events (join, rebalance, crash)
- * into the progress record, obeys the pause, and gates every join and leave on the writes in
- * flight (../kafka/kafkajs/group-gate.ts). docs/design.md section 3 describes it.
+ * One pipeline's consumer: between the Kafka port's consumer (kafka/port.ts, whichever client
+ * the settings chose) and the batch loop (./batch-loop.ts). It asks for the consumer (group,
+ * timeouts, fetch sizes), hands each partition handle to the loop, wires the membership's events
+ * (join, rebalance, crash) into the progress record, obeys the pause, and gates every join and
+ * leave on the writes in flight. docs/design.md section 3 describes it.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ConsumerFactory, ConsumerPort } from '../kafka/consumer-port.js';
+import type { ConsumerCrash, ConsumerOptions, ConsumerPort } from '../kafka/port.js';
 import type { CoreLogger } from '../shared/logger.js';
 import type { PipelinePause } from '../shared/pause-store.js';
 import type { PipelineSettings } from '../config/pipeline-settings.js';
 import { PipelineFailedError } from './pipeline-failure.js';
-import { UnreadableBatchError } from '../kafka/kafkajs/codecs.js';
-import { installFetchProbe, onFetchCompleted, unreadableBatchOf } from '../kafka/kafkajs/fetch-probe.js';
 import type { Invoker } from './invoker.js';
 import type { PipelineMetrics } from './metrics.js';
 import { batchFields } from '../shared/batch-report.js';
@@ -22,33 +20,18 @@ import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
 import { groupHeartbeatIntervalMs } from '../config/setting-declarations.js';
 import { Membership } from './membership.js';
-import { causeChain } from '../shared/errors.js';
 import { watchTopicIncarnation } from './topic-incarnation.js';
 import type { TopicIdSource } from './topic-incarnation.js';
 import type { MembershipSnapshot } from './membership.js';
 
-/** Bytes kafkajs fetches per partition (the Java client's default) and per fetch. */
+/** Bytes fetched per partition (the Java client's default) and per fetch. */
 const MAX_BYTES_PER_PARTITION = 1_048_576;
 const MAX_BYTES = 4 * MAX_BYTES_PER_PARTITION;
 
 /** Time a member has to rejoin beyond the worst batch, for the commit and a poll. */
 export const REBALANCE_MARGIN_MS = 10_000;
 
-/**
- * The codec of a batch the consumer could not decompress, from the crash error or its causes:
- * the project's own codecs fail with UnreadableBatchError, kafkajs' placeholders with
- * `KafkaJSNotImplemented: <Codec> compression not implemented`.
- */
-export function unreadableCodec(error: unknown): string | undefined {
-  for (const cause of causeChain(error)) {
-    if (cause instanceof UnreadableBatchError) return cause.codec;
-    const missing = /^(\w+) compression not implemented/i.exec(cause.message);
-    if (cause.name === 'KafkaJSNotImplemented' && missing) return (missing[1] as string).toLowerCase();
-  }
-  return undefined;
-}
-
-/** One pipeline's kafkajs consumer. */
+/** One pipeline's consumer. */
 export interface PipelineConsumer {
   /** Connects, subscribes and joins the group; throws when the pipeline cannot start. */
   start(): Promise<void>;
@@ -77,18 +60,19 @@ export function skipCommand(pipeline: string, partition: number, lastOffset: str
 }
 
 /**
- * Why a crash kafkajs does not restart from fails the pipeline, and where: the same bytes fail
+ * Why a crash the client does not restart from fails the pipeline, and where: the same bytes fail
  * the same way on every start, so an unreadable batch names its codec and offsets, once, and how
  * to step over it should Kafka's own clients not read it either.
  */
-function crashFailure(pipeline: PipelineSettings, error: Error): { message: string; place?: BatchPlace } {
-  const codec = unreadableCodec(error);
-  const unreadable = unreadableBatchOf(error);
-  if (codec === undefined && unreadable === undefined) return { message: `kafka consumer crashed: ${error.message}` };
+function crashFailure(pipeline: PipelineSettings, crash: ConsumerCrash): { message: string; place?: BatchPlace } {
+  const { error, unreadable } = crash;
+  if (unreadable === undefined) return { message: `kafka consumer crashed: ${error.message}` };
+  const { codec } = unreadable;
   const what = codec === undefined ? 'a record batch' : `a record batch compressed with ${codec}`;
-  if (unreadable === undefined) return { message: `topic ${pipeline.topic} holds ${what} that this host cannot read: ${error.message}` };
+  if (unreadable.location === undefined)
+    return { message: `topic ${pipeline.topic} holds ${what} that this host cannot read: ${error.message}` };
   const { partition, baseOffset, lastOffset } = unreadable.location;
-  const reason = unreadable.cause instanceof Error ? unreadable.cause.message : String(unreadable.cause);
+  const { reason } = unreadable;
   return {
     message:
       `topic ${pipeline.topic} partition ${partition} holds ${what} at offsets ${baseOffset}..${lastOffset} that this host cannot read: ` +
@@ -102,8 +86,8 @@ function crashFailure(pipeline: PipelineSettings, error: Error): { message: stri
 export interface PipelineConsumerOptions {
   readonly pipeline: PipelineSettings;
   readonly settings: HostSettings;
-  /** Builds the pipeline's Kafka consumer (kafka/consumer-port.ts `kafkajsConsumers` in the host). */
-  readonly consumers: ConsumerFactory;
+  /** Builds the pipeline's Kafka consumer (the `KafkaClient`'s `consumer` in the host). */
+  readonly consumers: (options: ConsumerOptions) => ConsumerPort;
   readonly invoker: Invoker;
   readonly logger: CoreLogger;
   /** Told once when the pipeline fails; the supervisor then stops every pipeline. */
@@ -117,9 +101,9 @@ export interface PipelineConsumerOptions {
    * Read at every assignment: no commit of that generation may go below it (./offset-commits.ts).
    */
   readonly readCommitted?: () => Promise<ReadonlyMap<number, bigint>>;
-  /** Reads the topic's id (kafka/kafkajs/topic-ids.ts `kafkajsTopicIds`); without it a re-created topic is not noticed. */
+  /** Reads the topic's id (the `KafkaClient`'s `topicIds`); without it a re-created topic is not noticed. */
   readonly topicIds?: TopicIdSource;
-  /** Where the group reads each partition now: its committed offset, else the start (kafka/kafkajs/topic-ids.ts `groupStartOffsets`). */
+  /** Where the group reads each partition now: its committed offset, else the start (kafka/lag.ts `groupStartOffsets`). */
   readonly readStartOffsets?: () => Promise<ReadonlyMap<number, string>>;
 }
 
@@ -187,26 +171,20 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
   /** The consumer was started (before that, a first pause state read is the ordinary start). */
   let started = false;
 
-  // Before the consumer's first fetch: completed fetches and unreadable batches are seen there.
-  installFetchProbe();
   const consumer: ConsumerPort = options.consumers({
     groupId: pipeline.group,
-    sessionTimeout: settings.sessionTimeoutMs,
-    rebalanceTimeout: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS,
-    heartbeatInterval: heartbeatIntervalMs,
-    maxWaitTimeInMs: settings.pollTimeoutMs,
+    sessionTimeoutMs: settings.sessionTimeoutMs,
+    rebalanceTimeoutMs: settings.maxPollIntervalMs + REBALANCE_MARGIN_MS,
+    heartbeatIntervalMs,
+    maxWaitMs: settings.pollTimeoutMs,
     maxBytesPerPartition: MAX_BYTES_PER_PARTITION,
     maxBytes: MAX_BYTES,
-    allowAutoTopicCreation: false,
-    // Only Kafka's own errors reach kafkajs' retry: every handler error is caught in eachBatch.
-    retry: {
-      retries: 5,
-      restartOnFailure: async (error) => {
-        const restart = !stopping && failure === undefined;
-        if (restart)
-          logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
-        return restart;
-      },
+    // Only Kafka's own errors reach the client's retry: every handler error is caught in eachBatch.
+    restartOnFailure: async (error) => {
+      const restart = !stopping && failure === undefined;
+      if (restart)
+        logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
+      return restart;
     },
   });
 
@@ -293,12 +271,12 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       generation: membership.generation,
     });
   });
-  const stopWatchingFetches = onFetchCompleted(pipeline.topic, () => progress.fetched());
+  const stopWatchingFetches = consumer.onFetched(pipeline.topic, () => progress.fetched());
   consumer.onCrash((payload) => {
     membership.revoke('crashed');
     progress.crashed(payload.error);
     if (payload.restart || stopping) return;
-    const verdict = crashFailure(pipeline, payload.error);
+    const verdict = crashFailure(pipeline, payload);
     fail(verdict.message, payload.error, verdict.place);
   });
 
@@ -363,8 +341,6 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       // A join revokes what the member holds first (nothing more is taken in), then joins once
       // the lanes drained.
       await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: concurrency,
         eachBatch: async (payload) => {
           try {

@@ -3,8 +3,8 @@
  * committed and end offsets, lag. The host reads it for its lag metric and status endpoint,
  * the operations CLI for `lag`, `status`, `replay` and `verify`.
  */
-import { AssignerProtocol } from 'kafkajs';
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from './port.js';
+import { isUnknownTopic } from './port.js';
 
 /** One member of a consumer group. */
 export interface GroupMember {
@@ -13,17 +13,6 @@ export interface GroupMember {
   readonly clientHost: string;
   /** The partitions of the pipeline's topic assigned to the member (empty while the group rebalances). */
   readonly partitions: readonly number[];
-}
-
-/** The partitions of `topic` in a member's assignment; none when it cannot be decoded (a rebalance, another protocol). */
-function assignedPartitions(assignment: Buffer | undefined, topic: string): number[] {
-  if (assignment === undefined || assignment.length === 0) return [];
-  try {
-    const decoded = AssignerProtocol.MemberAssignment.decode(assignment);
-    return [...(decoded?.assignment[topic] ?? [])].sort((a, b) => a - b);
-  } catch {
-    return [];
-  }
 }
 
 /** One partition of a group's topic: where the group is and where the topic ends. */
@@ -52,29 +41,38 @@ export interface GroupPosition {
 }
 
 /** The group's members and state, as the coordinator describes them. */
-async function describeGroup(admin: Admin, group: string, topic: string): Promise<{ state: string; members: GroupMember[] }> {
-  const { groups } = await admin.describeGroups([group]);
-  const described = groups[0];
+async function describeGroup(admin: KafkaAdmin, group: string, topic: string): Promise<{ state: string; members: GroupMember[] }> {
+  const [described] = await admin.describeGroups([group]);
   return {
     state: described?.state ?? 'Unknown',
-    members: (described?.members ?? []).map(({ memberId, clientId, clientHost, memberAssignment }) => ({
+    members: (described?.members ?? []).map(({ memberId, clientId, clientHost, assignment }) => ({
       memberId,
       clientId,
       clientHost,
-      partitions: assignedPartitions(memberAssignment, topic),
+      partitions: [...(assignment[topic] ?? [])].sort((a, b) => a - b),
     })),
   };
 }
 
 /** The committed offset per partition; a partition without one is absent. */
-export async function committedOffsets(admin: Admin, group: string, topic: string): Promise<Map<number, bigint>> {
-  const [result] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-  const committed = new Map<number, bigint>();
-  for (const { partition, offset } of result?.partitions ?? []) {
-    const value = BigInt(offset);
-    if (value >= 0n) committed.set(partition, value);
-  }
-  return committed;
+export function committedOffsets(admin: KafkaAdmin, group: string, topic: string): Promise<Map<number, bigint>> {
+  return admin.committedOffsets(group, topic);
+}
+
+/**
+ * Where `group` reads each partition of `topic` now: its committed offset, or with none (a new
+ * group, or a topic re-created: Kafka deletes a deleted topic's group offsets with it) the
+ * partition's start, its earliest offset.
+ */
+export async function groupStartOffsets(
+  admin: Pick<KafkaAdmin, 'committedOffsets' | 'partitionOffsets'>,
+  group: string,
+  topic: string,
+): Promise<Map<number, string>> {
+  const committed = await admin.committedOffsets(group, topic);
+  const starts = new Map((await admin.partitionOffsets(topic)).map(({ partition, low }) => [partition, low]));
+  for (const [partition, offset] of committed) starts.set(partition, offset.toString());
+  return starts;
 }
 
 /** What a lag reading needs of a pipeline (its settings carry more). */
@@ -87,17 +85,16 @@ export interface GroupOfTopic {
 /** The broker's answer for a topic it does not have, in words that name the topic. */
 function namingMissingTopic(pipeline: GroupOfTopic) {
   return (error: unknown): never => {
-    if ((error as { type?: unknown }).type === 'UNKNOWN_TOPIC_OR_PARTITION')
-      throw new Error(`topic ${pipeline.topic} of pipeline ${pipeline.name} does not exist`, { cause: error });
+    if (isUnknownTopic(error)) throw new Error(`topic ${pipeline.topic} of pipeline ${pipeline.name} does not exist`, { cause: error });
     throw error;
   };
 }
 
 /** Where one pipeline's group stands on its topic, partition by partition, and its members; a missing topic is named. */
-export async function groupPosition(admin: Admin, pipeline: GroupOfTopic): Promise<GroupPosition> {
+export async function groupPosition(admin: KafkaAdmin, pipeline: GroupOfTopic): Promise<GroupPosition> {
   const [description, ends, committed] = await Promise.all([
     describeGroup(admin, pipeline.group, pipeline.topic),
-    admin.fetchTopicOffsets(pipeline.topic).catch(namingMissingTopic(pipeline)),
+    admin.partitionOffsets(pipeline.topic).catch(namingMissingTopic(pipeline)),
     committedOffsets(admin, pipeline.group, pipeline.topic).catch(namingMissingTopic(pipeline)),
   ]);
   const partitions = ends

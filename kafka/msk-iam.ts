@@ -1,9 +1,8 @@
 /**
- * MSK IAM access control for kafkajs: SASL/OAUTHBEARER whose token is a SigV4-presigned
+ * MSK IAM access control (both clients): SASL/OAUTHBEARER whose token is a SigV4-presigned
  * `kafka-cluster:Connect` request, made by AWS's own signer library
  * (`aws-msk-iam-sasl-signer-js`), as the Java client's `aws-msk-iam-auth` does.
  */
-import type { OauthbearerProviderResponse } from 'kafkajs';
 
 /** AWS credentials as a provider returns them (the shape of the SDK's `AwsCredentialIdentity`). */
 export interface AwsCredentials {
@@ -27,7 +26,7 @@ export type AwsCredentialSource = () => Promise<AwsCredentials>;
  * @param region the cluster's region: the token is signed for `kafka.<region>.amazonaws.com`.
  * @param credentials for tests; default `fromNodeProviderChain()`, created once, at the first call.
  */
-export function mskIamTokenProvider(region: string, credentials?: AwsCredentialSource): () => Promise<OauthbearerProviderResponse> {
+export function mskIamTokenProvider(region: string, credentials?: AwsCredentialSource): () => Promise<{ value: string }> {
   // One chain for every call, also for connections kafkajs authenticates at the same time.
   let source: Promise<AwsCredentialSource> | undefined;
   return async () => {

@@ -3,7 +3,7 @@
  * where a group has committed, the topic's id, and the records of one partition between two
  * offsets, fetched straight from the partition's leader. Nothing here joins a group or commits:
  * `storage-consumer reconcile` (cli/reconcile.ts) reads through it while the hosts consume.
- * The records come as the host's consumers get them (kafka/source-record.ts, headers in wire
+ * The records come as the host's consumers get them (kafka/kafkajs/source-record.ts, headers in wire
  * order, aborted transactions and control records left out), so the same event builder and
  * decoder make of them what a batch would.
  */
@@ -12,11 +12,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel } from 'kafkajs';
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
-import { createKafka } from './connection.js';
+import { kafkajsAdmin } from './kafkajs/admin.js';
+import { createKafka } from './kafkajs/connection.js';
 import { createClusterOf, kafkajsTopicIds } from './kafkajs/topic-ids.js';
-import { committedOffsets } from './lag.js';
 import type { KafkaSettings } from './settings.js';
-import { toSourceRecord } from './source-record.js';
+import { toSourceRecord } from './kafkajs/source-record.js';
 
 /** One partition as it stands when read: its log start and end, and the group's committed offset. */
 export interface PartitionBounds {
@@ -195,7 +195,7 @@ export async function kafkaPartitionReader(settings: KafkaSettings, clientSuffix
     async bounds(topic, group) {
       const [ends, committed, identity] = await Promise.all([
         admin.fetchTopicOffsets(topic),
-        committedOffsets(admin, group, topic),
+        kafkajsAdmin(admin).committedOffsets(group, topic),
         topicIds.read([topic]).then(
           ([found]) => ({ id: found?.id, idError: undefined }),
           (error: unknown) => ({ id: undefined, idError: error instanceof Error ? error.message : String(error) }),

@@ -3,6 +3,8 @@
  * consumers and admin, the CLI's admin and peek). config/host-settings.ts reads them from the
  * environment.
  */
+import type { KafkaClientName } from './port.js';
+
 /**
  * SASL mechanisms accepted from the environment: kafkajs' user/password ones, and `aws-msk-iam`
  * (MSK with IAM access control: OAUTHBEARER tokens signed by AWS's signer library).
@@ -25,6 +27,8 @@ export interface AwsMskIamSasl {
 
 /** How to reach Kafka. */
 export interface KafkaSettings {
+  /** The client library (a setting); `kafkajs` when absent. */
+  readonly client?: KafkaClientName;
   readonly brokers: readonly string[];
   readonly clientId: string;
   /** TLS; `undefined` = plaintext. `ca` is the PEM text of `KAFKA_SSL_CA_FILE`, read at start. */

@@ -5,12 +5,13 @@
  * third of its intended parallelism.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { logLevel } from 'kafkajs';
-import type { Admin } from 'kafkajs';
 import { StorageConsumerError } from '../shared/errors.js';
 import type { CoreLogger } from '../shared/logger.js';
 import { PIPELINES, PIPELINE_NAMES } from '../shared/pipelines.js';
-import { createKafka, plaintextKafka } from './connection.js';
+import { createKafkaClient } from './clients.js';
+import { plaintextKafka } from './connection.js';
+import type { KafkaAdmin } from './port.js';
+import { isUnknownTopic } from './port.js';
 import type { KafkaSettings } from './settings.js';
 
 /** Partitions per topic (docs/design.md section 1): up to 3 active consumers per group. */
@@ -43,10 +44,10 @@ export interface EnsureTopicsResult {
 }
 
 /**
- * A connected kafkajs admin, or a cluster to connect to for the duration of the call: the
+ * A connected admin (kafka/port.ts), or a cluster to connect to for the duration of the call: the
  * host's Kafka settings (TLS, SASL), or a plaintext broker list (the dev stack, tests).
  */
-export type AdminTarget = Admin | KafkaSettings | readonly string[];
+export type AdminTarget = KafkaAdmin | KafkaSettings | readonly string[];
 
 /** Options of {@link ensureTopics}. */
 export interface EnsureTopicsOptions {
@@ -95,17 +96,12 @@ export async function ensureTopics(
     if (missing.length > 0) {
       const specs = wanted.filter(({ topic }) => missing.some((gap) => gap.topic === topic));
       // False (not an error) when another process created them first; they are checked below.
-      const didCreate = await admin
-        .createTopics({
-          topics: specs.map(({ topic, partitions }) => ({ topic, numPartitions: partitions })),
-          waitForLeaders: true,
-        })
-        .catch((error: unknown) => {
-          // kafkajs waits for leaders but retries only LEADER_NOT_AVAILABLE; a loaded broker may
-          // still answer "unknown topic" for a topic it has just created. The check below waits.
-          if (isUnknownTopic(error)) return true;
-          throw error;
-        });
+      const didCreate = await admin.createTopics(specs.map(({ topic, partitions }) => ({ topic, partitions }))).catch((error: unknown) => {
+        // A client waits for leaders but may retry only LEADER_NOT_AVAILABLE; a loaded broker may
+        // still answer "unknown topic" for a topic it has just created. The check below waits.
+        if (isUnknownTopic(error)) return true;
+        throw error;
+      });
       if (didCreate) {
         created.push(...specs.map(({ topic }) => topic));
         logger.info('created topics', { topics: specs.map(({ topic, partitions }) => ({ topic, partitions })) });
@@ -145,24 +141,17 @@ export async function describeTopics(target: AdminTarget, topics: readonly strin
   return withAdmin(target, (admin) => describeWith(admin, topics));
 }
 
-function isUnknownTopic(error: unknown): boolean {
-  return error instanceof Error && 'type' in error && error.type === 'UNKNOWN_TOPIC_OR_PARTITION';
-}
-
 /** How long a topic the broker lists may take to appear in its metadata (a loaded broker lags). */
 const METADATA_WAIT_MS = 30_000;
 
-async function describeWith(admin: Admin, topics: readonly string[]): Promise<TopicDescription[]> {
+async function describeWith(admin: KafkaAdmin, topics: readonly string[]): Promise<TopicDescription[]> {
   const deadline = performance.now() + METADATA_WAIT_MS;
   for (;;) {
     const existing = new Set(await admin.listTopics());
     const present = topics.filter((topic) => existing.has(topic));
     try {
-      const metadata = present.length === 0 ? [] : (await admin.fetchTopicMetadata({ topics: [...new Set(present)] })).topics;
-      return topics.map((topic) => ({
-        topic,
-        partitions: metadata.find((entry) => entry.name === topic)?.partitions.length ?? null,
-      }));
+      const counts = await admin.topicPartitions(present);
+      return topics.map((topic) => ({ topic, partitions: counts.get(topic) ?? null }));
     } catch (error) {
       if (!isUnknownTopic(error) || performance.now() > deadline) throw error;
       await sleep(200);
@@ -170,10 +159,10 @@ async function describeWith(admin: Admin, topics: readonly string[]): Promise<To
   }
 }
 
-async function withAdmin<T>(target: AdminTarget, use: (admin: Admin) => Promise<T>): Promise<T> {
+async function withAdmin<T>(target: AdminTarget, use: (admin: KafkaAdmin) => Promise<T>): Promise<T> {
   if (!isCluster(target)) return use(target);
   const kafka = isBrokerList(target) ? plaintextKafka(target) : target;
-  const admin = createKafka(kafka, { clientId: `${kafka.clientId}-topics`, logLevel: logLevel.ERROR }).admin();
+  const admin = createKafkaClient(kafka, { clientId: `${kafka.clientId}-topics` }).admin();
   await admin.connect();
   try {
     return await use(admin);

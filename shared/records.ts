@@ -3,7 +3,7 @@
  * a table a record takes these shapes, each for a reason:
  * 1. kafkajs' `KafkaMessage` (the host, the CLI's peek): what the client library fetched;
  *    kafka/kafkajs/wire-records.ts keeps its headers in wire order.
- * 2. `SourceRecord` (shared/kafka-event-builder.ts, made by kafka/source-record.ts): a record as
+ * 2. `SourceRecord` (shared/kafka-event-builder.ts, made by a Kafka client's adapter behind kafka/port.ts): a record as
  *    any Kafka client hands it over, free of kafkajs types, so the event builder knows no client.
  * 3. `KafkaEventRecord` in a `KafkaEvent` (shared/kafka-event.ts): the JSON of a Lambda Kafka
  *    event (base64 key and value). AWS's event source mapping sends it and the host builds it, so

@@ -3,12 +3,8 @@
  * connection by a throw-away consumer group, each with what the pipeline's contract makes of it.
  * Stores nothing and commits no offset.
  */
-import { randomUUID } from 'node:crypto';
-import { logLevel } from 'kafkajs';
-import type { KafkaMessage } from 'kafkajs';
-import { toSourceRecord } from '../../kafka/source-record.js';
-import { TIMED_OUT, within } from '../../shared/timeout.js';
-import { createKafka } from '../../kafka/connection.js';
+import { createKafkaClient } from '../../kafka/clients.js';
+import type { SourceRecord } from '../../shared/kafka-event-builder.js';
 import { loadHostSettings } from '../../config/host-settings.js';
 import { buildKafkaEvent } from '../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../shared/kafka-event.js';
@@ -137,14 +133,13 @@ Exit 1 when the partition or offset does not exist.`,
     const offset = BigInt(offsetText);
     const host = loadHostSettings(io.env);
     const { topic } = host.storage.pipelines[name];
-    const kafka = createKafka(host.kafka, { clientId: `${host.kafka.clientId}-peek`, logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+    const kafka = createKafkaClient(host.kafka, { clientId: `${host.kafka.clientId}-peek`, retries: 3 });
     const admin = kafka.admin();
     await admin.connect();
-    const groupId = `${host.kafka.clientId}-peek-${randomUUID()}`;
-    let messages: KafkaMessage[];
+    let records: SourceRecord[];
     let note: string | undefined;
     try {
-      const ends = await admin.fetchTopicOffsets(topic);
+      const ends = await admin.partitionOffsets(topic);
       const range = ends.find((candidate) => candidate.partition === partition);
       if (range === undefined)
         throw new RefusedError(`topic ${topic} has no partition ${partition} (partitions ${ends.map((end) => end.partition).join(', ')})`);
@@ -157,12 +152,17 @@ Exit 1 when the partition or offset does not exist.`,
         );
       }
       const wanted = Number(BigInt(Math.min(Number(countText), Number(end - offset))));
-      ({ messages, note } = await readRecords(kafka, groupId, topic, partition, offset, wanted, end));
-      await admin.deleteGroups([groupId]).catch(() => undefined);
+      const read = await kafka.partitionReader().read({ topic, partition, offset, count: wanted, end, timeoutMs: READ_TIMEOUT_MS });
+      records = read.records;
+      // When the records stop coming, what was read is shown with a note, never dropped.
+      if (!read.complete) {
+        if (records.length === 0) throw new RefusedError(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`);
+        note = `${records.length} of ${wanted} record(s) arrived within ${READ_TIMEOUT_MS / 1000} s; showing those`;
+      }
     } finally {
       await admin.disconnect();
     }
-    const event = buildKafkaEvent(messages.map((message) => toSourceRecord(topic, partition, message)));
+    const event = buildKafkaEvent(records);
     const views = parseKafkaEvent(event).map((record) => inspect(name, record));
     if (values.json === true) io.stdout(renderJson({ pipeline: name, topic, partition, records: views }));
     else io.stdout(views.map((view) => renderRecord(view, values.full === true)).join('\n'));
@@ -172,52 +172,3 @@ Exit 1 when the partition or offset does not exist.`,
     return EXIT.ok;
   },
 });
-
-/**
- * `count` records of one partition from `offset`, read by a consumer of a throw-away group that
- * never commits. kafkajs has no `assign()`: the consumer subscribes, seeks the partition and
- * ignores the others. Reading ends at `count` records or at `end` (the partition's end when
- * peek began), whichever comes first: offsets without a record (a transaction's commit marker, a
- * compacted record) make fewer records than offsets. When the records stop coming, what was read
- * is returned with a note, never dropped.
- */
-async function readRecords(
-  kafka: ReturnType<typeof createKafka>,
-  groupId: string,
-  topic: string,
-  partition: number,
-  offset: bigint,
-  count: number,
-  end: bigint,
-): Promise<{ messages: KafkaMessage[]; note: string | undefined }> {
-  const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 250 });
-  const collected: KafkaMessage[] = [];
-  let note: string | undefined;
-  let finish!: () => void;
-  const done = new Promise<void>((resolve) => (finish = resolve));
-  await consumer.connect();
-  try {
-    await consumer.subscribe({ topics: [topic], fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      eachBatch: async ({ batch }) => {
-        if (batch.partition !== partition) return;
-        for (const message of batch.messages) {
-          if (BigInt(message.offset) < offset || BigInt(message.offset) >= end || collected.length >= count) continue;
-          collected.push(message);
-        }
-        // The batch's last offset counts markers and compacted-away records too.
-        if (collected.length >= count || BigInt(batch.lastOffset()) >= end - 1n) finish();
-      },
-    });
-    consumer.seek({ topic, partition, offset: offset.toString() });
-    if ((await within(done, READ_TIMEOUT_MS)) === TIMED_OUT) {
-      if (collected.length === 0) throw new RefusedError(`no records arrived within ${READ_TIMEOUT_MS / 1000} s`);
-      note = `${collected.length} of ${count} record(s) arrived within ${READ_TIMEOUT_MS / 1000} s; showing those`;
-    }
-  } finally {
-    await consumer.disconnect();
-  }
-  return { messages: collected.slice(0, count), note };
-}

@@ -5,7 +5,8 @@
  * (docs/operations.md, "Replay one pipeline"). The plan itself is cli/replay-plan.ts's.
  */
 import { PIPELINE_NAMES } from '../../shared/pipelines.js';
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../../kafka/port.js';
+import { GroupNotEmptyError } from '../../kafka/port.js';
 import type pg from 'pg';
 import { auditUnavailable, completeOperatorAction, recordOperatorAction, resolveActor } from '../../shared/operator-actions.js';
 import type { AuditPolicy, AuditRecord, OperatorActionOutcome } from '../../shared/operator-actions.js';
@@ -70,8 +71,8 @@ function targetJson(target: ReplayTarget): Record<string, string> {
 }
 
 /** Per partition, the first offset at or after `at`; -1 where there is none. Looked up BEFORE the ends are read. */
-async function offsetsAt(admin: Admin, topic: string, at: Date): Promise<Map<number, bigint>> {
-  const found = await admin.fetchTopicOffsetsByTimestamp(topic, at.getTime());
+async function offsetsAt(admin: KafkaAdmin, topic: string, at: Date): Promise<Map<number, bigint>> {
+  const found = await admin.offsetsAtTime(topic, at.getTime());
   return new Map(found.map(({ partition, offset }) => [partition, BigInt(offset)]));
 }
 
@@ -239,7 +240,7 @@ function observedOutcome(
 }
 
 async function replayGroup(
-  admin: Admin,
+  admin: KafkaAdmin,
   pool: pg.Pool,
   pipeline: PipelineSettings,
   request: ReplayRequest,
@@ -275,21 +276,23 @@ async function replayGroup(
 
   let failure: string | undefined;
   let refused: string | undefined;
+  let notEmpty = false;
   try {
-    await admin.setOffsets({
-      groupId: pipeline.group,
-      topic: pipeline.topic,
-      partitions: steps.map((step) => ({ partition: step.partition, offset: step.after.toString() })),
-    });
+    await admin.setOffsets(
+      pipeline.group,
+      pipeline.topic,
+      steps.map((step) => ({ partition: step.partition, offset: step.after.toString() })),
+    );
   } catch (error) {
     failure = errorText(error);
-    // A member joined between the check and the reset: kafkajs refuses a group that is not empty.
-    if (!/no running instances/.test(failure)) refused = `the reset failed: ${failure}`;
+    // A member joined between the check and the reset: the group is not empty.
+    if (!(error instanceof GroupNotEmptyError)) refused = `the reset failed: ${failure}`;
+    else notEmpty = true;
   }
   const after = await groupPosition(admin, pipeline).catch(() => undefined);
   if (failure !== undefined && refused === undefined) refused = after ? membersRefusal(after) : failure;
   const unconfirmed = steps.filter((step) => after?.partitions.find((p) => p.partition === step.partition)?.committed !== step.after);
-  if (refused !== undefined && !/no running instances/.test(failure ?? '')) {
+  if (refused !== undefined && !notEmpty) {
     const moved = steps.filter((step) => !unconfirmed.includes(step) && step.before !== step.after).map((step) => step.partition);
     if (moved.length > 0) refused += `; partition(s) ${moved.join(', ')} hold the planned offset now`;
   }

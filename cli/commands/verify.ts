@@ -3,7 +3,7 @@
  * dead letters, lag), each run whatever the others found; exit 0 only when every one holds
  * (docs/operations.md, "Daily checks").
  */
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../../kafka/port.js';
 import type pg from 'pg';
 import { groupPosition } from '../../kafka/lag.js';
 import type { GroupPosition } from '../../kafka/lag.js';
@@ -62,7 +62,7 @@ interface VerifyContext {
   readonly pipelines: readonly PipelineName[];
   readonly pool: pg.Pool;
   /** Connected by the first step that needs it, so an unreachable broker fails that step. */
-  readonly admin: () => Promise<Admin>;
+  readonly admin: () => Promise<KafkaAdmin>;
   /** Per pipeline: above it, a group's total lag fails the check. */
   readonly maxLag: LagThresholds;
   /** The stage named with `--stage`, if any (its group names are checked where no variable names one). */
@@ -148,7 +148,7 @@ async function checkMessages({ settings, pipelines, pool, admin }: VerifyContext
     pipelines.map(async (name) => {
       const { topic } = settings.pipelines[name];
       const table = PIPELINES[name].table.name;
-      const offsets = await connected.fetchTopicOffsets(topic);
+      const offsets = await connected.partitionOffsets(topic);
       const messages = offsets.reduce((sum, { low, high }) => sum + BigInt(high) - BigInt(low), 0n);
       const counted = await pool.query<{ rows: string }>(`SELECT count(*)::text AS rows FROM ${table}`).catch((error: unknown) => {
         throw new Error(`counting the rows of ${table}: ${waitedOn(error, table, settings)}`, { cause: error });
@@ -203,7 +203,7 @@ async function readPauses(pool: pg.Pool): Promise<Map<PipelineName, PipelinePaus
 }
 
 /** Why a group with lag has no members: another group reads the topic (a group-name mismatch), or nothing does. */
-async function noMembersProblem(context: VerifyContext, admin: Admin, position: GroupPosition): Promise<string> {
+async function noMembersProblem(context: VerifyContext, admin: KafkaAdmin, position: GroupPosition): Promise<string> {
   const base = `group ${position.group} has ${position.lag} message(s) of lag and no members`;
   const others = await otherGroupsOnTopic(admin, position.topic, position.group).catch(() => []);
   if (others.length === 0) return `${base}: its pipeline is not consuming`;
@@ -384,7 +384,7 @@ failed.`,
     const groups = checkedGroups(io, host.storage, values.stage);
     const pool = createCliPool(host.storage.database, cliLogger(io), 'cli-verify');
     const admin = createKafkaAdmin(host.kafka);
-    let connected: Promise<Admin> | undefined;
+    let connected: Promise<KafkaAdmin> | undefined;
     try {
       const reports = await runVerifySteps({
         settings: host.storage,

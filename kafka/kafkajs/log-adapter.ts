@@ -9,7 +9,7 @@ import { logLevel } from 'kafkajs';
 import type { LogEntry } from 'kafkajs';
 import type { CoreLogger } from '../../shared/logger.js';
 import { redactAnswer, redactConnectionDetails } from '../../shared/redaction.js';
-import type { KafkaClientOptions } from '../connection.js';
+import type { KafkaClientOptions } from './connection.js';
 
 /**
  * The value as the redaction reads it: an error becomes its name, message, stack, cause and own

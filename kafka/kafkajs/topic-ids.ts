@@ -10,8 +10,9 @@
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Kafka } from 'kafkajs';
 import { StorageConsumerError } from '../../shared/errors.js';
+import type { TopicIdReader, TopicIdentity } from '../port.js';
 
 /** The Metadata API's key in Kafka's protocol. */
 const METADATA_API_KEY = 3;
@@ -23,15 +24,6 @@ const LAST_VERSION = 12;
 const UNKNOWN_TOPIC_OR_PARTITION = 3;
 const TOPIC_AUTHORIZATION_FAILED = 29;
 const UUID_BYTES = 16;
-
-/** A topic as the cluster described it. */
-export interface TopicIdentity {
-  readonly topic: string;
-  /** Kafka's topic id as Kafka prints it (URL-safe base64, no padding); `undefined`: the topic does not exist. */
-  readonly id: string | undefined;
-  /** Its partitions, ascending (empty when it does not exist). */
-  readonly partitions: readonly number[];
-}
 
 /**
  * The cluster's answer could not be read or names a problem other than a missing topic;
@@ -249,14 +241,6 @@ export function createClusterOf(kafka: Kafka): CreateCluster {
   return create as CreateCluster;
 }
 
-/** Reads topics' identities from the cluster. */
-export interface TopicIdReader {
-  /** Each topic's identity now, in the order asked; rejects when the cluster cannot be asked. */
-  read(topics: readonly string[]): Promise<TopicIdentity[]>;
-  /** Closes its connection; a later `read` connects again. */
-  close(): Promise<void>;
-}
-
 /** A read of topic ids that takes longer has failed: the watch tries again on a new connection. */
 const READ_TIMEOUT_MS = 10_000;
 
@@ -333,20 +317,4 @@ export function kafkajsTopicIds(kafka: Kafka): TopicIdReader {
       await current?.disconnect().catch(() => undefined);
     },
   };
-}
-
-/**
- * Where `group` reads each partition of `topic` now: its committed offset, or with none (a new
- * group, or a topic re-created: Kafka deletes a deleted topic's group offsets with it) the
- * partition's start, its earliest offset.
- */
-export async function groupStartOffsets(
-  admin: Pick<Admin, 'fetchOffsets' | 'fetchTopicOffsets'>,
-  group: string,
-  topic: string,
-): Promise<Map<number, string>> {
-  const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-  const starts = new Map((await admin.fetchTopicOffsets(topic)).map(({ partition, low }) => [partition, low]));
-  for (const { partition, offset } of committed?.partitions ?? []) if (BigInt(offset) >= 0n) starts.set(partition, offset);
-  return starts;
 }

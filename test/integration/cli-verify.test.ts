@@ -25,7 +25,7 @@ import {
   waitForCommittedToEnd,
   waitUntil,
 } from '../helpers/host.js';
-import { createTestTopic, produce } from '../helpers/kafka.js';
+import { createTestTopic, produce, testBrokers } from '../helpers/kafka.js';
 import { captureLogger } from '../helpers/lambda-events.js';
 import { sampleAppStats, sampleNetworkMetrics, sampleReview } from '../helpers/messages.js';
 
@@ -430,7 +430,7 @@ describe('verify fails at the step that broke', () => {
     const names = await createTestPipelines('cli-verify-topics');
     const narrow = `${names.topics.reviews}-narrow`;
     await createTestTopic(narrow, 1);
-    await waitUntil(`${narrow} in the metadata`, async () => (await describeTopics(admin, [narrow]))[0]?.partitions === 1);
+    await waitUntil(`${narrow} in the metadata`, async () => (await describeTopics(testBrokers(), [narrow]))[0]?.partitions === 1);
     const env = { ...environment(names), STORAGE_TOPIC_REVIEWS: narrow };
 
     // Act

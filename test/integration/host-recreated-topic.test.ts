@@ -9,11 +9,10 @@
  * checked too: the re-created topic has a new id, and the group's offsets went with the old one.
  */
 import type { Admin } from 'kafkajs';
-import { logLevel } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createKafka, plaintextKafka } from '../../kafka/connection.js';
-import { kafkajsTopicIds } from '../../kafka/kafkajs/topic-ids.js';
-import type { TopicIdReader } from '../../kafka/kafkajs/topic-ids.js';
+import { createKafkaClient } from '../../kafka/clients.js';
+import { plaintextKafka } from '../../kafka/connection.js';
+import type { TopicIdReader } from '../../kafka/port.js';
 import { runCli } from '../helpers/cli.js';
 import {
   closeHostTestStack,
@@ -43,7 +42,7 @@ let ids: TopicIdReader;
 beforeAll(async () => {
   stack = await openHostTestStack('host-recreated-topic');
   admin = stack.admin;
-  ids = kafkajsTopicIds(createKafka(plaintextKafka(testBrokers(), 'host-recreated-topic-ids'), { logLevel: logLevel.ERROR }));
+  ids = createKafkaClient(plaintextKafka(testBrokers(), 'host-recreated-topic-ids')).topicIds();
 });
 
 afterAll(async () => {

@@ -1,4 +1,3 @@
-import type { KafkaMessage } from 'kafkajs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { BatchPlace, BatchPort } from '../../../host/batch-loop.js';
 import { createBatchLoop } from '../../../host/batch-loop.js';
@@ -10,6 +9,7 @@ import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import { Membership } from '../../../host/membership.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
+import type { SourceRecord } from '../../../shared/kafka-event-builder.js';
 
 // The batch loop driven through its port: plain objects in the shape of kafkajs' eachBatch
 // payload, no kafkajs consumer, fake or real.
@@ -24,8 +24,8 @@ const settings = loadHostSettings({
 const ok: InvocationResult = { kind: 'response', payload: { batchItemFailures: [] } };
 const transient: InvocationResult = { kind: 'error', error: new Error('connection reset'), fatal: false };
 
-function message(offset: number): KafkaMessage {
-  return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
+function message(offset: number): SourceRecord {
+  return { topic: 'reviews', partition: 1, key: null, value: Buffer.from('{}'), timestamp: '0', offset: String(offset), headers: [] };
 }
 
 /** A port over `offsets` of partition 1; the partition ends at `end` (default: right after the batch). */
@@ -37,7 +37,7 @@ function port(offsets: readonly number[], options: { end?: number; stale?: () =>
       topic: 'reviews',
       partition: 1,
       highWatermark: String(options.end ?? (offsets.at(-1) ?? 0) + 1),
-      messages: offsets.map(message),
+      records: offsets.map(message),
       firstOffset: () => (offsets.length > 0 ? String(offsets[0]) : null),
       lastOffset: () => String(offsets.at(-1)),
     },
@@ -117,7 +117,7 @@ describe('batch loop (through its port)', () => {
     const { batchLoop } = loop((call) => (call === 0 ? ok : transient));
     const polled = port([10, 11, 12, 13, 14, 15]);
     const [first, second, third] = cutBatch(
-      { topic: 'reviews', partition: 1, messages: polled.port.batch.messages, lastOffset: '15' },
+      { topic: 'reviews', partition: 1, records: polled.port.batch.records, lastOffset: '15' },
       { batchSize: 2, maxEventBytes: settings.maxEventBytes },
     );
     const built = second?.event;

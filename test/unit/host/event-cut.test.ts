@@ -2,10 +2,15 @@ import fc from 'fast-check';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { cutBatch, recordJsonBytes } from '../../../host/event-cut.js';
-import { toSourceRecord } from '../../../kafka/source-record.js';
+import { toSourceRecord } from '../../../kafka/kafkajs/source-record.js';
 import { redeliveryDelayMs } from '../../../host/batch-loop.js';
 import { buildKafkaEvent, eventSizeBytes } from '../../../shared/kafka-event-builder.js';
 import { parseKafkaEvent } from '../../../shared/kafka-event.js';
+
+/** What the consumer hands over for `messages` (kafkajs messages, made source records as the adapter does). */
+function polled(topic: string, partition: number, messages: readonly KafkaMessage[], lastOffset: string) {
+  return { topic, partition, records: messages.map((one) => toSourceRecord(topic, partition, one)), lastOffset };
+}
 
 function message(offset: number, value: Buffer | string | null, extra: Partial<KafkaMessage> = {}): KafkaMessage {
   return {
@@ -61,10 +66,7 @@ describe('cutBatch', () => {
     const messages = Array.from({ length: 7 }, (_, index) => message(40 + index, `{"n":${index}}`));
 
     // Act
-    const events = cutBatch(
-      { topic: 'reviews', partition: 2, messages, lastOffset: '46' },
-      { batchSize: 3, maxEventBytes: 6_291_456, source },
-    );
+    const events = cutBatch(polled('reviews', 2, messages, '46'), { batchSize: 3, maxEventBytes: 6_291_456, source });
 
     // Assess
     expect(events.map((event) => event.partitions[0]?.offsets)).toEqual([['40', '41', '42'], ['43', '44', '45'], ['46']]);
@@ -85,10 +87,7 @@ describe('cutBatch', () => {
         index === 2 ? ({ key: Buffer.from('k'), headers: { h: Buffer.from('v') } } as Partial<KafkaMessage>) : {},
       ),
     );
-    const [first, second] = cutBatch(
-      { topic: 'reviews', partition: 0, messages, lastOffset: '1004' },
-      { batchSize: 3, maxEventBytes: 6_291_456, source },
-    );
+    const [first, second] = cutBatch(polled('reviews', 0, messages, '1004'), { batchSize: 3, maxEventBytes: 6_291_456, source });
     expect(first?.event).toBe(first?.event);
     expect(first?.event).toEqual(
       buildKafkaEvent(
@@ -110,7 +109,7 @@ describe('cutBatch', () => {
     const messages = Array.from({ length: 5 }, (_, index) => message(index, 'x'.repeat(1_000)));
 
     // Act
-    const events = cutBatch({ topic: 't', partition: 0, messages, lastOffset: '4' }, { batchSize: 500, maxEventBytes: 3_400, source });
+    const events = cutBatch(polled('t', 0, messages, '4'), { batchSize: 500, maxEventBytes: 3_400, source });
 
     // Assess
     expect(events.map((event) => event.records)).toEqual([2, 2, 1]);
@@ -126,7 +125,7 @@ describe('cutBatch', () => {
     const messages = [message(0, 'a'), message(1, 'b'.repeat(5_000)), message(2, 'c')];
 
     // Act
-    const events = cutBatch({ topic: 't', partition: 0, messages, lastOffset: '2' }, { batchSize: 500, maxEventBytes: 2_000, source });
+    const events = cutBatch(polled('t', 0, messages, '2'), { batchSize: 500, maxEventBytes: 2_000, source });
 
     // Assess
     expect(events.map((event) => [event.partitions[0]?.offsets, event.oversized])).toEqual([
@@ -138,10 +137,7 @@ describe('cutBatch', () => {
 
   it('moves past trailing control records with the last event only', () => {
     // Act: kafkajs says the fetch ended at 9, but the last message is 5
-    const events = cutBatch(
-      { topic: 't', partition: 0, messages: [message(4, 'a'), message(5, 'b')], lastOffset: '9' },
-      { batchSize: 1, maxEventBytes: 6_291_456, source },
-    );
+    const events = cutBatch(polled('t', 0, [message(4, 'a'), message(5, 'b')], '9'), { batchSize: 1, maxEventBytes: 6_291_456, source });
 
     // Assess
     expect(events.map((event) => event.partitions[0]?.next)).toEqual(['5', '10']);
@@ -155,10 +151,7 @@ describe('cutBatch', () => {
     } as Partial<KafkaMessage>);
 
     // Act
-    const [event] = cutBatch(
-      { topic: 't', partition: 1, messages: [record], lastOffset: '7' },
-      { batchSize: 10, maxEventBytes: 6_291_456, source },
-    );
+    const [event] = cutBatch(polled('t', 1, [record], '7'), { batchSize: 10, maxEventBytes: 6_291_456, source });
 
     // Assess
     expect(event?.event.records['t-1']).toEqual([
@@ -182,10 +175,7 @@ describe('cutBatch', () => {
     const messages = timestamps.map((timestamp, index) => message(index, '{}', { timestamp }));
 
     // Act
-    const [hostEvent] = cutBatch(
-      { topic: 't', partition: 0, messages, lastOffset: '4' },
-      { batchSize: 10, maxEventBytes: 6_291_456, source },
-    );
+    const [hostEvent] = cutBatch(polled('t', 0, messages, '4'), { batchSize: 10, maxEventBytes: 6_291_456, source });
 
     // Assess
     const parsed = parseKafkaEvent(JSON.parse(JSON.stringify(hostEvent?.event)));
@@ -194,7 +184,7 @@ describe('cutBatch', () => {
   });
 
   it('returns no event for an empty batch', () => {
-    expect(cutBatch({ topic: 't', partition: 0, messages: [], lastOffset: '3' }, { batchSize: 1, maxEventBytes: 6_291_456 })).toEqual([]);
+    expect(cutBatch(polled('t', 0, [], '3'), { batchSize: 1, maxEventBytes: 6_291_456 })).toEqual([]);
   });
 });
 

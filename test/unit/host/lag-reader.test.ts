@@ -3,7 +3,7 @@
  * a time, each given up at its bound (and not before), one warning until a reading succeeds, no
  * reading once the admin is closed.
  */
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../../../kafka/port.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { HostAdmin } from '../../../host/host-admin.js';
 import { readLagInBackground } from '../../../host/lag-reader.js';
@@ -17,7 +17,7 @@ const TIMEOUT_MS = 10_000;
 function harness() {
   let closed = false;
   const admin: HostAdmin = {
-    connected: () => Promise.resolve({} as Admin),
+    connected: () => Promise.resolve({} as KafkaAdmin),
     closed: () => closed,
     close: () => {
       closed = true;

@@ -1,7 +1,7 @@
-import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { ConsumerCrash, ConsumerPort, GroupGate, GroupJoin } from '../../../kafka/consumer-port.js';
+import type { CommitRequest, ConsumerCrash, ConsumerPort, GroupGate, GroupJoin, PartitionHandle } from '../../../kafka/port.js';
+import type { SourceRecord } from '../../../shared/kafka-event-builder.js';
 import type { InvocationResult, Invoker } from '../../../host/invoker.js';
 import { PipelineProgress } from '../../../host/progress.js';
 import { createPipelineConsumer } from '../../../host/topic-consumer.js';
@@ -35,8 +35,8 @@ const settings = loadHostSettings({
 const typed = (type: string) => Object.assign(new Error(type), { type });
 const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
 
-function message(offset: number): KafkaMessage {
-  return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
+function message(offset: number, partition: number): SourceRecord {
+  return { topic: TOPIC, partition, key: null, value: Buffer.from('{}'), timestamp: '0', offset: String(offset), headers: [] };
 }
 
 /** What must never happen, recorded where it happens. */
@@ -147,7 +147,7 @@ class Member {
   dropped = false;
   stopping: Promise<void> | undefined;
   stopped = false;
-  private eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
+  private eachBatch: ((payload: PartitionHandle) => Promise<void>) | undefined;
   private gate: GroupGate | undefined;
   private readonly joinListeners: Array<(join: GroupJoin) => void> = [];
   private readonly rebalanceListeners: Array<() => void> = [];
@@ -162,7 +162,7 @@ class Member {
       connect: async () => undefined,
       subscribe: async () => undefined,
       run: async (config) => {
-        this.eachBatch = config.eachBatch as (payload: EachBatchPayload) => Promise<void>;
+        this.eachBatch = config.eachBatch;
         this.gate = config.gate;
         this.running = true;
         await this.rejoin();
@@ -177,6 +177,7 @@ class Member {
       onGroupJoin: (listener) => this.joinListeners.push(listener),
       onRebalancing: (listener) => this.rebalanceListeners.push(listener),
       onCrash: (_listener: (crash: ConsumerCrash) => void) => undefined,
+      onFetched: () => () => undefined,
     };
     const invoker: Invoker = {
       invoke: (event) => {
@@ -264,12 +265,9 @@ class Member {
         topic: TOPIC,
         partition,
         highWatermark: String(RECORDS),
-        messages: offsets.map(message),
-        isEmpty: () => false,
+        records: offsets.map((offset) => message(offset, partition)),
         firstOffset: () => String(offsets[0]),
         lastOffset: () => String(offsets.at(-1)),
-        offsetLag: () => '0',
-        offsetLagLow: () => '0',
       },
       resolveOffset: (offset: string) => {
         if (this.generation === generation) this.resolved.set(partition, Number(offset) + 1);
@@ -282,8 +280,7 @@ class Member {
         if (this.dropped) throw typed('UNKNOWN_MEMBER_ID');
         if (this.group.rejoining?.has(this.id)) throw typed('REBALANCE_IN_PROGRESS');
       },
-      pause: () => () => undefined,
-      commitOffsetsIfNecessary: async (offsetsToCommit?: Offsets) => {
+      commitOffsetsIfNecessary: async (offsetsToCommit?: CommitRequest) => {
         if (this.commitFailures > 0) {
           this.commitFailures -= 1;
           throw new Error('This is not the correct coordinator for this group');
@@ -291,10 +288,9 @@ class Member {
         for (const topic of offsetsToCommit?.topics ?? [])
           for (const entry of topic.partitions) this.group.commit(this, entry.partition, Number(entry.offset));
       },
-      uncommittedOffsets: () => ({ topics: [] }),
       isRunning: () => this.running && this.generation === generation,
       isStale: () => this.seeks.has(partition),
-    } as unknown as EachBatchPayload;
+    } satisfies PartitionHandle;
     this.inCallback.add(partition);
     void this.eachBatch?.(payload).finally(() => this.inCallback.delete(partition));
   }

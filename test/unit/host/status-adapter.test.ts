@@ -3,7 +3,7 @@
  * status whose broker view is bounded (fake timers: given up at 5 s, not before), the progress
  * read after the broker answered, and control before and after the pause control exists.
  */
-import type { Admin } from 'kafkajs';
+import type { KafkaAdmin } from '../../../kafka/port.js';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { HostAdmin } from '../../../host/host-admin.js';
 import type { PauseControl } from '../../../host/pause-control.js';
@@ -15,7 +15,7 @@ import type { PipelineName } from '../../../shared/pipelines.js';
 import { ManualClock } from '../../helpers/clock.js';
 
 const bounds = { fetchUnreadyAfterMs: 30_000, fetchFailAfterMs: 300_000, stallAfterMs: 60_000 };
-const admin: HostAdmin = { connected: () => Promise.resolve({} as Admin), closed: () => false, close: () => Promise.resolve() };
+const admin: HostAdmin = { connected: () => Promise.resolve({} as KafkaAdmin), closed: () => false, close: () => Promise.resolve() };
 
 function pipeline(clock: ManualClock, name: PipelineName): StatusPipeline & { progress: PipelineProgress } {
   const progress = new PipelineProgress({ pipeline: name, topic: `${name}-topic`, group: `g.${name}`, clock });

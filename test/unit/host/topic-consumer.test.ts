@@ -1,5 +1,6 @@
-import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
-import type { ConsumerCrash, ConsumerPort, GroupJoin } from '../../../kafka/consumer-port.js';
+import type { CommitRequest, ConsumerCrash, ConsumerPort, GroupJoin, PartitionHandle } from '../../../kafka/port.js';
+import { unreadableOf } from '../../../kafka/kafkajs/consumer.js';
+import type { SourceRecord } from '../../../shared/kafka-event-builder.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { PipelineFailedError } from '../../../host/pipeline-failure.js';
@@ -12,7 +13,7 @@ import { loadHostSettings } from '../../../config/host-settings.js';
 import type { HostSettings } from '../../../config/host-settings.js';
 import type { KafkaEvent } from '../../../shared/kafka-event.js';
 
-// The pipeline consumer against a plain-object consumer port (kafka/consumer-port.ts): the paths
+// The pipeline consumer against a plain-object consumer port (kafka/port.ts): the paths
 // a real broker can hardly be made to take on cue (commit failures, a rebalance mid-batch, a
 // stop between events, a pause read late).
 
@@ -24,12 +25,12 @@ const SETTINGS_ENV = {
 };
 const settings = loadHostSettings(SETTINGS_ENV);
 
-function message(offset: number): KafkaMessage {
-  return { key: null, value: Buffer.from('{}'), timestamp: '0', attributes: 0, offset: String(offset), headers: {} } as KafkaMessage;
+function message(offset: number): SourceRecord {
+  return { topic: 'reviews', partition: 1, key: null, value: Buffer.from('{}'), timestamp: '0', offset: String(offset), headers: [] };
 }
 
 interface Harness {
-  readonly eachBatch: (payload: EachBatchPayload) => Promise<void>;
+  readonly eachBatch: (payload: PartitionHandle) => Promise<void>;
   readonly invocations: Array<readonly number[]>;
   readonly seeks: Array<{ partition: number; offset: string }>;
   readonly paused: unknown[];
@@ -52,7 +53,7 @@ async function harness(
   pauseRead = true,
   options: { disconnect?: () => Promise<void>; settings?: HostSettings; join?: boolean } = {},
 ): Promise<Harness> {
-  let eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
+  let eachBatch: ((payload: PartitionHandle) => Promise<void>) | undefined;
   const seeks: Harness['seeks'] = [];
   const paused: unknown[] = [];
   const resumed: unknown[] = [];
@@ -74,6 +75,7 @@ async function harness(
     pause: (topics) => paused.push(topics),
     resume: (topics) => resumed.push(topics),
     disconnect: options.disconnect ?? (async () => undefined),
+    onFetched: () => () => undefined,
   };
   const invocations: Array<readonly number[]> = [];
   const invoker: Invoker = {
@@ -113,7 +115,7 @@ async function harness(
     for (const listener of listeners[event]) listener(payload);
   };
   // kafkajs' callback returns once the batch is taken in; the cases read what was written of it.
-  const deliver = async (polled: EachBatchPayload) => {
+  const deliver = async (polled: PartitionHandle) => {
     await given(polled);
     await pipeline.idle();
   };
@@ -126,7 +128,7 @@ async function harness(
   return { eachBatch: deliver, invocations, seeks, paused, failures, warnings, lines, progress, resumed, pipeline, emit, crash };
 }
 
-interface FakePayload extends EachBatchPayload {
+interface FakePayload extends PartitionHandle {
   readonly resolved: string[];
   readonly commits: string[];
 }
@@ -147,23 +149,18 @@ function payload(
       topic: 'reviews',
       partition: 1,
       highWatermark: String((offsets.at(-1) ?? 0) + 1),
-      messages: offsets.map(message),
-      isEmpty: () => offsets.length === 0,
+      records: offsets.map(message),
       firstOffset: () => String(offsets[0]),
       lastOffset: () => String(offsets.at(-1)),
-      offsetLag: () => '0',
-      offsetLagLow: () => '0',
     },
     resolveOffset: (offset: string) => resolved.push(offset),
     heartbeat: options.heartbeat ?? (async () => undefined),
-    pause: () => () => undefined,
-    commitOffsetsIfNecessary: async (offsets?: Offsets) => {
+    commitOffsetsIfNecessary: async (offsets?: CommitRequest) => {
       await options.commit?.();
       commits.push(
         ...(offsets?.topics.flatMap((topic) => topic.partitions.map((partition) => `${partition.partition}@${partition.offset}`)) ?? []),
       );
     },
-    uncommittedOffsets: () => ({ topics: [] }),
     isRunning: options.isRunning ?? (() => true),
     isStale: options.isStale ?? (() => false),
     resolved,
@@ -383,7 +380,7 @@ describe('pipeline consumer (the runner)', () => {
     runner.crash({ error: new Error('Connection error: connect ECONNREFUSED'), restart: true });
     const afterRetriable = runner.failures.length;
     const crashes = runner.progress.snapshot().crashesSinceFetch;
-    runner.crash({ error: unreadable, restart: false });
+    runner.crash({ error: unreadable, restart: false, unreadable: unreadableOf(unreadable) });
 
     // Assess
     expect(afterRetriable).toBe(0);

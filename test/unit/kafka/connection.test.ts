@@ -2,7 +2,8 @@ import { createHash, createHmac } from 'node:crypto';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import type * as CredentialProviders from '@aws-sdk/credential-providers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { kafkaConnection, memberClientId, plaintextKafka } from '../../../kafka/connection.js';
+import { memberClientId, plaintextKafka } from '../../../kafka/connection.js';
+import { kafkaConnection } from '../../../kafka/kafkajs/connection.js';
 import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
 

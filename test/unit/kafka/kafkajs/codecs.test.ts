@@ -4,7 +4,7 @@ import { compressSync as rawSnappy } from 'snappy';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_CODECS, UnreadableBatchError, snappyCompressXerial, snappyDecompress } from '../../../../kafka/kafkajs/codecs.js';
 import { installKafkajsWorkarounds } from '../../../../kafka/kafkajs/index.js';
-import { unreadableCodec } from '../../../../host/topic-consumer.js';
+import { unreadableCodec } from '../../../../kafka/kafkajs/consumer.js';
 
 installKafkajsWorkarounds();
 

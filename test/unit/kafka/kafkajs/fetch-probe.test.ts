@@ -2,7 +2,8 @@ import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { UnreadableBatchError } from '../../../../kafka/kafkajs/codecs.js';
 import { UnreadableFetchError, UnreadableRecordBatchError, unreadableBatchOf } from '../../../../kafka/kafkajs/fetch-probe.js';
-import { skipCommand, unreadableCodec } from '../../../../host/topic-consumer.js';
+import { skipCommand } from '../../../../host/topic-consumer.js';
+import { unreadableCodec } from '../../../../kafka/kafkajs/consumer.js';
 
 // kafkajs' own retrier, as its consumer uses it: a not retriable error is rethrown as
 // `new KafkaJSNonRetriableError(e, { cause: e.cause || e })`.

@@ -5,7 +5,8 @@
  * fake admin. The real broker's side is in test/integration/host-recreated-topic.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { decodeTopicIdResponse, encodeTopicIdRequest, groupStartOffsets, TopicIdError } from '../../../../kafka/kafkajs/topic-ids.js';
+import { decodeTopicIdResponse, encodeTopicIdRequest, TopicIdError } from '../../../../kafka/kafkajs/topic-ids.js';
+import { groupStartOffsets } from '../../../../kafka/lag.js';
 
 const hex = (text: string) => Buffer.from(text.replace(/\s+/g, ''), 'hex');
 
@@ -106,23 +107,14 @@ describe('the Metadata response read for topic ids', () => {
 });
 
 describe('where a group reads a topic', () => {
-  it('is its committed offset, or with none (-1) the partition start', async () => {
+  it('is its committed offset, or with none the partition start', async () => {
     // Prepare
     const admin = {
-      fetchOffsets: () =>
+      committedOffsets: () => Promise.resolve(new Map([[1, 17n]])),
+      partitionOffsets: () =>
         Promise.resolve([
-          {
-            topic: 't',
-            partitions: [
-              { partition: 0, offset: '-1', metadata: null },
-              { partition: 1, offset: '17', metadata: null },
-            ],
-          },
-        ]),
-      fetchTopicOffsets: () =>
-        Promise.resolve([
-          { partition: 0, offset: '40', high: '40', low: '5' },
-          { partition: 1, offset: '40', high: '40', low: '0' },
+          { partition: 0, high: '40', low: '5' },
+          { partition: 1, high: '40', low: '0' },
         ]),
     };
 

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import type { KafkaMessage } from 'kafkajs';
 import kafkajs from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { toSourceRecord } from '../../../../kafka/source-record.js';
+import { toSourceRecord } from '../../../../kafka/kafkajs/source-record.js';
 import { installKafkajsWorkarounds } from '../../../../kafka/kafkajs/index.js';
 import { encodeWireBatch } from '../../../../kafka/kafkajs/self-check.js';
 import { wireRecordOf } from '../../../../kafka/kafkajs/wire-records.js';

@@ -4,11 +4,9 @@
  * batches and the CLI's peek both go through it).
  */
 import type { KafkaMessage } from 'kafkajs';
-import type { SourceRecord } from '../shared/kafka-event-builder.js';
-import { wireRecordOf } from './kafkajs/wire-records.js';
-
-/** The timestamp type of a record whose wire attributes were not recovered (kafkajs does not expose them). */
-export const TIMESTAMP_TYPE = 'CREATE_TIME';
+import type { SourceRecord } from '../../shared/kafka-event-builder.js';
+import { TIMESTAMP_TYPE } from '../port.js';
+import { wireRecordOf } from './wire-records.js';
 
 /**
  * kafkajs groups repeated header names into arrays; the event lists one entry per header, in
