@@ -1,0 +1,113 @@
+/**
+ * The Kafka port's contract (kafka/port.ts) on the real broker, for every client kafka/clients.ts
+ * can build. So far its admin side: offsets of a topic and of a missing one, a group's committed
+ * offsets and decoded assignments, a reset refused for a group with members, topic ids, and the
+ * partition reader. The consumer side is held by the host's integration tests.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKafkaClient } from '../../kafka/clients.js';
+import { plaintextKafka } from '../../kafka/connection.js';
+import type { KafkaAdmin, KafkaClient, KafkaClientName } from '../../kafka/port.js';
+import { GroupNotEmptyError, UnknownTopicError } from '../../kafka/port.js';
+import { createTestTopic, produce, testBrokers, testKafka } from '../helpers/kafka.js';
+
+const CLIENTS: readonly KafkaClientName[] = ['kafkajs'];
+
+describe.each(CLIENTS)('the Kafka port on %s', (name) => {
+  const topic = `port-contract-${name}-${randomUUID()}`;
+  const group = `port-contract-${name}-${randomUUID()}`;
+  let client: KafkaClient;
+  let admin: KafkaAdmin;
+
+  beforeAll(async () => {
+    await createTestTopic(topic, 2);
+    await produce(topic, [
+      { partition: 0, key: 'k0', value: 'a', headers: { h: ['1', '2'] } },
+      { partition: 0, key: null, value: null },
+      { partition: 1, key: 'k1', value: 'b' },
+    ]);
+    client = createKafkaClient({ ...plaintextKafka(testBrokers(), 'port-contract'), client: name });
+    admin = client.admin();
+    await admin.connect();
+  });
+
+  afterAll(async () => {
+    await admin?.disconnect();
+  });
+
+  it('reads every partition’s earliest and end offsets; a missing topic is an UnknownTopicError', async () => {
+    // Act
+    const offsets = await admin.partitionOffsets(topic);
+    const missing = await admin.partitionOffsets(`${topic}-missing`).catch((error: unknown) => error);
+
+    // Assess
+    expect([...offsets].sort((a, b) => a.partition - b.partition)).toEqual([
+      { partition: 0, low: '0', high: '2' },
+      { partition: 1, low: '0', high: '1' },
+    ]);
+    expect(missing).toBeInstanceOf(UnknownTopicError);
+  });
+
+  it('sets and reads an empty group’s committed offsets; a partition without one is absent', async () => {
+    // Act
+    await admin.setOffsets(group, topic, [{ partition: 0, offset: '1' }]);
+    const committed = await admin.committedOffsets(group, topic);
+
+    // Assess
+    expect([...committed]).toEqual([[0, 1n]]);
+  });
+
+  it('describes a group with its members’ assignments decoded, and refuses to reset it while it has members', async () => {
+    // Prepare: a kafkajs member of the group, assigned both partitions
+    const member = testKafka('port-contract-member').consumer({ groupId: group });
+    await member.connect();
+    await member.subscribe({ topics: [topic], fromBeginning: true });
+    let joined!: () => void;
+    const join = new Promise<void>((resolve) => (joined = resolve));
+    member.on(member.events.GROUP_JOIN, () => joined());
+    await member.run({ autoCommit: false, eachMessage: async () => undefined });
+    await join;
+    try {
+      // Act
+      const [described] = await admin.describeGroups([group]);
+      const refused = await admin.setOffsets(group, topic, [{ partition: 0, offset: '0' }]).catch((error: unknown) => error);
+
+      // Assess
+      expect(described?.state).toBe('Stable');
+      expect(described?.members.map((one) => [...(one.assignment[topic] ?? [])].sort())).toEqual([[0, 1]]);
+      expect(refused).toBeInstanceOf(GroupNotEmptyError);
+    } finally {
+      await member.disconnect();
+    }
+  });
+
+  it('reads a topic’s id, and none for a missing topic', async () => {
+    // Act
+    const ids = client.topicIds();
+    const [found, missing] = await ids.read([topic, `${topic}-missing`]).finally(() => ids.close());
+
+    // Assess
+    expect(found?.id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(found?.partitions).toEqual([0, 1]);
+    expect(missing?.id).toBeUndefined();
+  });
+
+  it('reads records of one partition with null keys and values and duplicate headers in wire order', async () => {
+    // Act
+    const { records, complete } = await client
+      .partitionReader()
+      .read({ topic, partition: 0, offset: 0n, count: 2, end: 2n, timeoutMs: 30_000 });
+
+    // Assess
+    expect(complete).toBe(true);
+    expect(records.map((record) => [record.offset, record.key?.toString() ?? null, record.value?.toString() ?? null])).toEqual([
+      ['0', 'k0', 'a'],
+      ['1', null, null],
+    ]);
+    expect(records[0]?.headers?.map((header) => [header.name, String(header.value)])).toEqual([
+      ['h', '1'],
+      ['h', '2'],
+    ]);
+  });
+});
