@@ -38,11 +38,11 @@ export interface TopicIdSource {
 export interface TopicIncarnationOptions {
   readonly pipeline: string;
   readonly topic: string;
-  /** Reads the topic's id (kafka/kafkajs/topic-ids.ts `kafkajsTopicIds` in the host). */
+  /** Reads the topic's id (the Kafka client's `topicIds()`, kafka/port.ts). */
   readonly ids: TopicIdSource;
   /**
    * Where the group reads each partition of the topic now: its committed offset, or with none the
-   * partition's start (kafka/kafkajs/topic-ids.ts `groupStartOffsets`).
+   * partition's start (kafka/lag.ts `groupStartOffsets`).
    */
   readonly startOffsets: () => Promise<ReadonlyMap<number, string>>;
   /**
