@@ -4,6 +4,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent, CloudFormationCustomResourceUpdateEvent, Context } from 'aws-lambda';
 import { isAuthenticationFailure } from '../shared/error-classification.js';
+import { loggedError } from '../shared/errors.js';
 import { hashMigrationSet } from '../shared/migrations/checksum.js';
 import { loadMigrations } from '../shared/migrations/files.js';
 import { migrationConnection, runMigrations } from '../shared/migrations/index.js';
@@ -244,7 +245,7 @@ export function createMigrationHandler(options: MigrationHandlerOptions = {}) {
       await sendCustomResourceResponse(event.ResponseURL, response, {
         deadline: endsAt - RESPONSE_MARGIN_MS,
         timeoutMs: RESPONSE_ATTEMPT_TIMEOUT_MS,
-        onRetry: (attempt, error) => logger.warn('ResponseURL not reached; retrying', { attempt, error: String(error) }),
+        onRetry: (attempt, error) => logger.warn('ResponseURL not reached; retrying', { attempt, ...loggedError(error) }),
       });
     } catch (error) {
       // Nothing more can be done from here: CloudFormation fails the resource at its ServiceTimeout.

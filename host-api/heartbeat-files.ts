@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { CoreLogger } from '../shared/logger.js';
 import { isPipelineName } from '../shared/pipelines.js';
 import type { PipelineName } from '../shared/pipelines.js';
+import { loggedError } from '../shared/errors.js';
 
 /**
  * Heartbeat files belong to one host process: `<dir>/<pipeline>.<pid>.heartbeat`. Two hosts of
@@ -102,7 +103,7 @@ export function createHeartbeat(options: {
     options.logger.warn('cannot write the heartbeat file; ingestion goes on, but the health check will fail', {
       pipeline: options.pipeline,
       file,
-      error: String(error),
+      ...loggedError(error),
     });
   };
   try {

@@ -28,6 +28,7 @@ import type { Membership } from './membership.js';
 import { revokeCauseOf } from './membership.js';
 import type { PipelineProgress } from './progress.js';
 import type { HostSettings } from '../config/host-settings.js';
+import { loggedError } from '../shared/errors.js';
 
 /** Redelivery back-off never grows beyond this. */
 const MAX_REDELIVERY_DELAY_MS = 60_000;
@@ -164,7 +165,7 @@ export function createBatchLoop(options: BatchLoopOptions): BatchLoop {
         cause === undefined
           ? 'group heartbeat failed; the rest of the batch is fetched again'
           : 'group heartbeat says this member left its generation; the rest of the batch is left to its next owner (committed offset)',
-        { pipeline: pipeline.name, partition: port.batch.partition, cause, error: String(error) },
+        { pipeline: pipeline.name, partition: port.batch.partition, cause, ...loggedError(error) },
       );
       return false;
     }

@@ -11,7 +11,7 @@ const onEarlySignal = (signal: NodeJS.Signals) => {
 process.on('SIGTERM', onEarlySignal);
 process.on('SIGINT', onEarlySignal);
 
-const { ConfigurationError } = await import('../shared/errors.js');
+const { ConfigurationError, loggedError } = await import('../shared/errors.js');
 const { runHost } = await import('./run.js');
 const { loadHostSettings } = await import('../config/host-settings.js');
 const { installProcessGuards } = await import('./process-guards.js');
@@ -32,9 +32,9 @@ if (earlySignal !== undefined) {
   } catch (error) {
     if (error instanceof ConfigurationError) {
       // Every invalid setting at once, one per entry: fixing them one start at a time is slow.
-      logger.error('invalid configuration', { error: String(error), problems: error.problems });
+      logger.error('invalid configuration', { ...loggedError(error), problems: error.problems });
     } else {
-      logger.error('the host could not start', { error: String(error) });
+      logger.error('the host could not start', { ...loggedError(error) });
     }
     code = 1;
   }

@@ -19,6 +19,7 @@ import type { PipelineMetrics } from './metrics.js';
 import type { PartitionOffset } from './offsets.js';
 import type { PartitionHandle } from '../kafka/port.js';
 import type { PipelineProgress } from './progress.js';
+import { loggedError } from '../shared/errors.js';
 
 /** Consecutive failed commits after which a pipeline fails (a livelock becomes a crash); retries do not count. */
 export const MAX_COMMIT_FAILURES = 5;
@@ -161,7 +162,7 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
         logger.info('offset commit retried: committed', fields);
       } catch (error) {
         metrics?.commitFailed();
-        logger.warn('offset commit retry failed; retrying later', { ...fields, error: String(error) });
+        logger.warn('offset commit retry failed; retrying later', { ...fields, ...loggedError(error) });
       }
     }
     scheduleRetry();
@@ -193,7 +194,7 @@ export function createOffsetCommits(options: OffsetCommitsOptions): OffsetCommit
         offsets,
         failuresInRow: state.failuresInRow,
         retryInMs,
-        error: String(error),
+        ...loggedError(error),
       });
       if (state.failuresInRow >= MAX_COMMIT_FAILURES) options.fail(`${state.failuresInRow} offset commits in a row failed`, error, place);
     }

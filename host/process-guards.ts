@@ -4,6 +4,7 @@
  */
 import type { CoreLogger } from '../shared/logger.js';
 import { isHarmlessClientWarning } from '../kafka/clients.js';
+import { loggedError } from '../shared/errors.js';
 
 /**
  * Process-wide guards of a host process: an uncaught exception or unhandled rejection is
@@ -12,7 +13,7 @@ import { isHarmlessClientWarning } from '../kafka/clients.js';
  */
 export function installProcessGuards(logger: CoreLogger): void {
   process.on('uncaughtException', (error) => {
-    logger.error('uncaught exception; exiting', { error: String(error), stack: error.stack });
+    logger.error('uncaught exception; exiting', { ...loggedError(error) });
     process.exit(1);
   });
   process.on('unhandledRejection', (reason) => {

@@ -35,6 +35,7 @@ import type { PipelinesTarget } from './status-api.js';
 import { createPipelinesApi } from './status-adapter.js';
 import { createPipelineConsumer, REBALANCE_MARGIN_MS } from './topic-consumer.js';
 import { committedOffsets, groupStartOffsets } from '../kafka/lag.js';
+import { loggedError } from '../shared/errors.js';
 
 /** Exit codes: 0 when no pipeline failed and the stop finished in time, else 1. */
 const EXIT_OK = 0;
@@ -177,7 +178,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
         pipeline.invoker?.warm?.().catch((error: unknown) =>
           logger.warn('could not open a database connection at start; the first batch will retry', {
             pipeline: pipeline.name,
-            error: String(error),
+            ...loggedError(error),
           }),
         ),
       ),
@@ -251,7 +252,7 @@ export function startHost(settings: HostSettings, options: HostOptions = {}): Ho
   };
 
   const done = life().catch((error: unknown) => {
-    logger.error('the host itself failed', { error: String(error) });
+    logger.error('the host itself failed', { ...loggedError(error) });
     return EXIT_FAILED;
   });
   const progress = (): PipelineView[] => {

@@ -23,6 +23,7 @@ import { Membership } from './membership.js';
 import { watchTopicIncarnation } from './topic-incarnation.js';
 import type { TopicIdSource } from './topic-incarnation.js';
 import type { MembershipSnapshot } from './membership.js';
+import { loggedError } from '../shared/errors.js';
 
 /** Bytes fetched per partition (the Java client's default) and per fetch. */
 const MAX_BYTES_PER_PARTITION = 1_048_576;
@@ -183,7 +184,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
     restartOnFailure: async (error) => {
       const restart = !stopping && failure === undefined;
       if (restart)
-        logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, error: String(error) });
+        logger.warn('kafka consumer crashed on a retriable error; restarting it', { pipeline: pipeline.name, ...loggedError(error) });
       return restart;
     },
   });
@@ -229,7 +230,7 @@ export function createPipelineConsumer(options: PipelineConsumerOptions): Pipeli
       logger.warn('could not read the committed offsets at assignment; this generation commits without a floor', {
         pipeline: pipeline.name,
         group: pipeline.group,
-        error: String(error),
+        ...loggedError(error),
       });
       return undefined;
     });

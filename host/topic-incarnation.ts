@@ -23,6 +23,7 @@
  * are its caller's (host/topic-consumer.ts wires them).
  */
 import type { CoreLogger } from '../shared/logger.js';
+import { loggedError } from '../shared/errors.js';
 
 /** How often the topic's id is read besides the assignments and the batches (a paused consumer too). */
 const DEFAULT_INTERVAL_MS = 5_000;
@@ -118,7 +119,7 @@ export function watchTopicIncarnation(options: TopicIncarnationOptions): TopicIn
           logger.warn(`cannot read where the group reads the new incarnation of topic ${topic}; trying again`, {
             pipeline,
             topic,
-            error: String(error),
+            ...loggedError(error),
           });
           if (stopped) return;
           await sleep(RETRY_MS);
@@ -164,12 +165,12 @@ export function watchTopicIncarnation(options: TopicIncarnationOptions): TopicIn
         logger.warn(`topic ids cannot be read from this cluster: a deletion and re-creation of topic ${topic} is not noticed`, {
           pipeline,
           topic,
-          error: String(error),
+          ...loggedError(error),
         });
         return true;
       }
       if (!readFailing)
-        logger.warn(`cannot read the identity of topic ${topic}; fetched batches wait for it`, { pipeline, topic, error: String(error) });
+        logger.warn(`cannot read the identity of topic ${topic}; fetched batches wait for it`, { pipeline, topic, ...loggedError(error) });
       readFailing = true;
       return false;
     }

@@ -9,6 +9,7 @@ import { parse } from 'pg-connection-string';
 import { queryTimeoutMs } from './connection.js';
 import type { CoreLogger } from './logger.js';
 import type { DatabaseSettings } from './settings.js';
+import { loggedError } from './errors.js';
 
 /** How long a connection stays silent before TCP starts probing whether its peer is still there. */
 const KEEPALIVE_INITIAL_DELAY_MS = 10_000;
@@ -53,7 +54,7 @@ export function createPool(settings: DatabaseSettings, logger: CoreLogger, name:
     ...overrides,
   });
   pool.on('error', (error) => {
-    logger.warn('idle database connection failed; it will be replaced', { pool: name, error: String(error) });
+    logger.warn('idle database connection failed; it will be replaced', { pool: name, ...loggedError(error) });
   });
   return pool;
 }

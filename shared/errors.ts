@@ -70,3 +70,24 @@ export function* causeChain(error: unknown): Generator<Error> {
   for (let cause: unknown = error, depth = 0; cause instanceof Error && depth < MAX_CAUSE_DEPTH; cause = cause.cause, depth += 1)
     yield cause;
 }
+
+/** The fields a log line carries for an error: its text, its stack, and its causes. */
+export interface LoggedError {
+  /** `Name: message`, as `String(error)` gave it before: log queries and alerts on `error` still match. */
+  readonly error: string;
+  /** Where it was thrown (absent for a thrown non-Error). */
+  readonly stack?: string;
+  /** Its causes (`error.cause` and theirs), outermost first, each as `Name: message`; absent when it has none. */
+  readonly causes?: readonly string[];
+}
+
+/**
+ * An error as log line fields (docs/operations.md, "Log lines"): spread into a line's extra
+ * (`logger.warn('...', { pipeline, ...loggedError(error) })`) instead of `error: String(error)`,
+ * which lost the stack and the causes. The lines' replacer (shared/redaction.ts) redacts all three.
+ */
+export function loggedError(error: unknown): LoggedError {
+  if (!(error instanceof Error)) return { error: String(error) };
+  const causes = [...causeChain(error)].slice(1).map(String);
+  return { error: String(error), ...(error.stack === undefined ? {} : { stack: error.stack }), ...(causes.length > 0 ? { causes } : {}) };
+}

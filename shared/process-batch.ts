@@ -14,7 +14,7 @@ import { insertDeadLetters, lettersStoredBy } from './dead-letters.js';
 import { dedupeByKey } from './dedupe.js';
 import { attemptTimeNeededMs, beginBatchTransaction, HAND_BACK_MARGIN_MS, withClient } from './connection.js';
 import { isRefusedDataError } from './error-classification.js';
-import { RetryBudgetExhaustedError } from './errors.js';
+import { loggedError, RetryBudgetExhaustedError } from './errors.js';
 import { offsetRanges, parseKafkaEvent } from './kafka-event.js';
 import type { RecordDelays } from './record-delay.js';
 import { NO_RECORD_DELAYS, recordDelays } from './record-delay.js';
@@ -325,7 +325,7 @@ export async function processBatch(
             ...batchPlaceFields(records),
             attempt,
             delayMs,
-            error: String(error),
+            ...loggedError(error),
           });
           invocation.onWait?.({ attempt, error, partitions: [...new Set(records.map((record) => record.partition))] });
         },

@@ -4,7 +4,7 @@
  * that has to wait logs who holds it first.
  */
 import pg from 'pg';
-import { MigrationError } from '../errors.js';
+import { loggedError, MigrationError } from '../errors.js';
 import { MIGRATION_LOCK_KEY } from './constants.js';
 import type { MigrationLogger } from './model.js';
 
@@ -72,7 +72,7 @@ export async function withMigrationLock<T>(
     } catch (error) {
       // The session's end releases the lock anyway; the caller ends the connection next.
       logger.warn('could not release the migration lock; ending the connection releases it', {
-        error: String(error),
+        ...loggedError(error),
       });
     }
   }

@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { describe, expect, it, vi } from 'vitest';
 import { errorCode, redactAnswer, redactConnectionDetails, redactErrorText } from '../../../shared/redaction.js';
+import { loggedError } from '../../../shared/errors.js';
 
 describe('redactConnectionDetails', () => {
   it.each([
@@ -102,5 +103,25 @@ describe('redactErrorText (the loggers of the host, the batch handler and the mi
     expect(line.error.stack).not.toContain('127.0.0.1');
     expect(line.causes).toEqual(['reviews: connect ECONNREFUSED <address>']);
     expect(line).toMatchObject({ message: 'pipeline failed', pipeline: 'reviews', topic: 'reviews', broker: 'b-1:9092' });
+  });
+});
+
+describe('loggedError: an error as log line fields', () => {
+  it('keeps the text in error and adds the stack and the causes, all redacted by the lines replacer', () => {
+    // Prepare
+    const driver = Object.assign(new Error('connect ECONNREFUSED 10.0.0.5:5432'), { code: 'ECONNREFUSED' });
+    const outer = new Error('batch not stored', { cause: new Error('attempt failed', { cause: driver }) });
+
+    // Act
+    const fields = loggedError(outer);
+    const line = JSON.parse(JSON.stringify({ message: 'x', ...fields }, redactErrorText)) as Record<string, unknown>;
+
+    // Assess
+    expect(fields.error).toBe('Error: batch not stored');
+    expect(fields.stack).toMatch(/^Error: batch not stored\n\s+at /);
+    expect(fields.causes).toEqual(['Error: attempt failed', 'Error: connect ECONNREFUSED 10.0.0.5:5432']);
+    expect(line.causes).toEqual(['Error: attempt failed', 'Error: connect ECONNREFUSED <address>']);
+    expect(loggedError('plain text')).toEqual({ error: 'plain text' });
+    expect(loggedError(new Error('alone'))).not.toHaveProperty('causes');
   });
 });
