@@ -262,6 +262,26 @@ const SCENARIO: Record<string, () => Promise<Record<string, string> | void>> = {
     await host?.waitForLog((line) => line.message === 'pipeline recovered' && line.pipeline === 'app-stats', 60_000);
     await drained('app-stats');
   },
+  async 'dev-stack-failed'() {
+    // The failed pipeline the section starts from: the column renamed by hand, a network-metrics
+    // message sent, and a host (as npm start runs it) stopping with exit 1 on that batch.
+    await stopHosts();
+    await sql('ALTER TABLE network_metrics RENAME COLUMN avg_rtt_ms TO avg_rtt_millis');
+    await produce(
+      stack.names.topics['network-metrics'],
+      keyed([{ ...sampleNetworkMetrics(), analysis_id: '9b2f6a0e-3c4d-4e5f-8a9b-0c1d2e3f4a5c' }], (value) => String(value.analysis_id)),
+    );
+    const host = startHost();
+    await host.waitForLog((line) => line.message === 'pipeline failed' && line.pipeline === 'network-metrics', 60_000);
+    const { code } = await host.exited;
+    if (code !== 1) throw new Error(`the host exited ${String(code)} after its failed pipeline, not 1`);
+    stack.hosts = stack.hosts.filter((running) => running !== host);
+  },
+  async 'dev-stack-recovered'() {
+    // npm start again: the batch that failed is stored, the other pipelines catch up.
+    await startedHost();
+    for (const name of PIPELINE_NAMES) await drained(name);
+  },
   async reconcile() {
     for (const name of PIPELINE_NAMES) await drained(name);
   },
