@@ -231,8 +231,18 @@ function errorKind(error: unknown): CliErrorKind {
 export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const outcome: Outcome = { code: EXIT.ok, path: PROGRAM };
   const usageFailure: UsageFailure = {};
-  const program = buildProgram(await loadCommands(commandsNeededBy(argv)), io, outcome, usageFailure);
   const json = asksForJson(argv);
+  // A command that already answered its own JSON document (replay's refused plan) keeps it as the
+  // one document on stdout: a second, the error object, would make stdout unparseable.
+  let answered = false;
+  const commandIo: CliIo = {
+    ...io,
+    stdout: (text: string) => {
+      if (text.length > 0) answered = true;
+      io.stdout(text);
+    },
+  };
+  const program = buildProgram(await loadCommands(commandsNeededBy(argv)), commandIo, outcome, usageFailure);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return outcome.code;
@@ -251,7 +261,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     // The one redaction: a driver's message may carry a connection string with its password.
     const message = errorText(error, { withCause: true });
     io.stderr(`${outcome.path}: ${known ? '' : 'error: '}${message}\n`);
-    if (json) io.stdout(errorAnswer(errorKind(error), message, outcome.path, EXIT.failed));
+    if (json && !answered) io.stdout(errorAnswer(errorKind(error), message, outcome.path, EXIT.failed));
     return EXIT.failed;
   }
 }
