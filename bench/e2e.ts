@@ -108,7 +108,7 @@ const HOST_NODE_ARGS = [
   path.resolve(flags['host-entry']),
 ];
 const HOST_ENV = parseHostEnv(flags['host-env']);
-const CLIENTS = await parseClients(flags.clients);
+const CLIENTS = parseClients(flags.clients);
 const root = BENCH_ROOT;
 
 async function peakRssMb(pid: number): Promise<number> {

@@ -84,7 +84,7 @@ if (flags.only !== undefined && flags.only !== 'ours' && flags.only !== 'debeziu
 if (flags['baseline-entry'] !== undefined && flags.only !== 'ours') throw new Error('--baseline-entry needs --only ours');
 for (const scenario of SCENARIOS)
   if (scenario !== 'local' && scenario !== 'remote') throw new Error('--scenario must be local, remote or all');
-const CLIENTS = await parseClients(flags.clients);
+const CLIENTS = parseClients(flags.clients);
 if (flags['baseline-entry'] !== undefined && CLIENTS.length > 1)
   throw new Error('--baseline-entry measures one client: give one in --clients');
 const HOST_ENV = parseHostEnv(flags['host-env']);

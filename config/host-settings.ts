@@ -19,6 +19,7 @@ import {
   FAIL_AFTER_UNREADY,
   KAFKA_AWS_REGION,
   KAFKA_BROKERS,
+  KAFKA_CLIENT,
   KAFKA_CLIENT_ID,
   KAFKA_SASL_MECHANISM,
   KAFKA_SASL_PASSWORD,
@@ -175,7 +176,13 @@ function readKafka(reader: SettingsReader): KafkaSettings {
     }
   }
   const rejectUnauthorized = reader.read(KAFKA_SSL_REJECT_UNAUTHORIZED);
-  return { brokers: brokers ?? [], clientId: reader.read(KAFKA_CLIENT_ID), ssl: tls ? { ca, rejectUnauthorized } : undefined, sasl };
+  return {
+    client: reader.read(KAFKA_CLIENT),
+    brokers: brokers ?? [],
+    clientId: reader.read(KAFKA_CLIENT_ID),
+    ssl: tls ? { ca, rejectUnauthorized } : undefined,
+    sasl,
+  };
 }
 
 function readInvoke(reader: SettingsReader, pipelines: readonly PipelineName[]): InvokeSettings {

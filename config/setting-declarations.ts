@@ -18,6 +18,8 @@ import {
   STORAGE_DB_STATEMENT_TIMEOUT_MS,
   STORAGE_FAILURE_RESPONSE,
 } from '../shared/setting-declarations.js';
+import { KAFKA_CLIENT_NAMES } from '../kafka/port.js';
+import type { KafkaClientName } from '../kafka/port.js';
 import { SASL_MECHANISMS } from '../kafka/settings.js';
 import type { SaslMechanism } from '../kafka/settings.js';
 
@@ -136,6 +138,22 @@ export const KAFKA_BROKERS = setting({
   required: 'always',
 });
 
+export const KAFKA_CLIENT = setting({
+  name: 'KAFKA_CLIENT',
+  schema: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .pipe(z.enum(KAFKA_CLIENT_NAMES, { error: 'must be kafkajs or platformatic' })),
+  fallback: 'kafkajs' as KafkaClientName,
+  runtimes: hostAndCli,
+  tier: 'advanced',
+  area: 'kafka',
+  description:
+    'The Kafka client library the host and the CLI run on: `kafkajs` (the default, the client every figure in docs/design.md rests on) ' +
+    'or `platformatic` (`@platformatic/kafka`, maintained; background heartbeats, every codec built in). docs/design.md compares them',
+});
+
 export const KAFKA_CLIENT_ID = setting({
   name: 'KAFKA_CLIENT_ID',
   schema: text,
@@ -143,7 +161,7 @@ export const KAFKA_CLIENT_ID = setting({
   runtimes: hostAndCli,
   tier: 'advanced',
   area: 'kafka',
-  description: 'kafkajs client id',
+  description: "The Kafka client id (the host's consumers add the machine's name and the process id to it)",
 });
 
 export const KAFKA_SSL = setting({
@@ -738,6 +756,7 @@ const HOST_SETTINGS: readonly Setting[] = [
   STORAGE_PIPELINES,
   STORAGE_MAX_POLL_RECORDS,
   KAFKA_BROKERS,
+  KAFKA_CLIENT,
   KAFKA_CLIENT_ID,
   KAFKA_SSL,
   KAFKA_SSL_CA_FILE,

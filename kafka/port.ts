@@ -5,8 +5,8 @@
  * that partition (resolve, seek, heartbeat, commit); it reports the membership's events (joining
  * through the host's gate, assigned with its generation, revoked, crashed) and leaves through the
  * gate on a stop. An admin reads topics, group offsets and descriptions and end offsets. Each
- * client implements it in its own folder (kafka/kafkajs/ today); kafka/clients.ts
- * picks one by the settings. kafkajs is the default.
+ * client implements it in its own folder (kafka/kafkajs/, kafka/platformatic/); kafka/clients.ts
+ * picks one by the settings (KAFKA_CLIENT). kafkajs is the default.
  */
 import type { SourceRecord } from '../shared/kafka-event-builder.js';
 import { causeChain } from '../shared/errors.js';
@@ -15,7 +15,8 @@ import type { CoreLogger } from '../shared/logger.js';
 import type { KafkaSettings } from './settings.js';
 
 /** The Kafka clients this project can run on; `kafkajs` is the default. */
-export type KafkaClientName = 'kafkajs';
+export const KAFKA_CLIENT_NAMES = ['kafkajs', 'platformatic'] as const;
+export type KafkaClientName = (typeof KAFKA_CLIENT_NAMES)[number];
 
 /** One polled batch of one partition. */
 export interface PolledBatch {

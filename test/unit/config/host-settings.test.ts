@@ -89,6 +89,7 @@ describe('loadHostSettings', () => {
     [{ STORAGE_INVOKE_MODE: 'http' }, /STORAGE_INVOKE_MODE/],
     [{ STORAGE_INVOKE_RETRY_BASE_MS: '0' }, /STORAGE_INVOKE_RETRY_BASE_MS/],
     [{ KAFKA_SASL_MECHANISM: 'gssapi' }, /KAFKA_SASL_MECHANISM/],
+    [{ KAFKA_CLIENT: 'rdkafka' }, /KAFKA_CLIENT=.*must be kafkajs or platformatic/],
     [{ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' }, /KAFKA_SASL_PASSWORD is required/],
     [{ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' }, /KAFKA_SASL_MECHANISM is not/],
     [{ KAFKA_SASL_MECHANISM: 'aws-msk-iam' }, /KAFKA_AWS_REGION is required/],
@@ -136,6 +137,7 @@ describe('loadHostSettings', () => {
       KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
       KAFKA_SASL_USERNAME: 'user',
       KAFKA_SASL_PASSWORD: 'secret',
+      KAFKA_CLIENT: ' Platformatic ',
       STORAGE_PIPELINES: 'reviews',
       STORAGE_INVOKE_MODE: 'lambda',
       STORAGE_LAMBDA_ENDPOINT: 'http://localhost:4566',
@@ -145,6 +147,7 @@ describe('loadHostSettings', () => {
 
     // Assess
     expect(settings.kafka).toEqual({
+      client: 'platformatic',
       brokers: ['b1:9093', 'b2:9093'],
       clientId: 'storage-consumer',
       ssl: { ca: '-----BEGIN CERTIFICATE-----\n', rejectUnauthorized: false },
