@@ -36,7 +36,16 @@ export async function createTestPipelines(prefix: string): Promise<PipelineNames
   return { topics, groups };
 }
 
-/** The variables a host needs for a test: its topics and groups, short timeouts, a heartbeat dir. */
+/**
+ * The Kafka client the run's hosts use: `KAFKA_CLIENT` of the test run's own environment (CI runs
+ * the host's consumer tests again with KAFKA_CLIENT=platformatic), else the default.
+ */
+export function testKafkaClientEnv(): Record<string, string> {
+  const client = process.env.KAFKA_CLIENT?.trim();
+  return client ? { KAFKA_CLIENT: client } : {};
+}
+
+/** The variables a host needs for a test: its topics and groups, short timeouts, a heartbeat dir, the run's Kafka client. */
 export function hostEnvironment(options: {
   readonly databaseUrl: string;
   readonly names: PipelineNames;
@@ -53,6 +62,7 @@ export function hostEnvironment(options: {
     STORAGE_HEARTBEAT_INTERVAL_MS: '500',
     // Hosts of test files run side by side: no HTTP endpoint unless a test asks for one on its own port.
     STORAGE_HTTP_PORT: '0',
+    ...testKafkaClientEnv(),
   };
   if (options.heartbeatDir) env.STORAGE_HEARTBEAT_DIR = options.heartbeatDir;
   for (const name of PIPELINE_NAMES) {
