@@ -4,7 +4,9 @@
  */
 import { StorageConsumerError } from '../../shared/errors.js';
 import type { KafkaClientFactory } from '../port.js';
+import { platformaticAdmin } from './admin.js';
 import { platformaticConnection } from './connection.js';
+import { platformaticTopicIds } from './topic-ids.js';
 
 /** A part of the platformatic client this build does not have yet. */
 class NotYetError extends StorageConsumerError {
@@ -32,6 +34,7 @@ async function verifyPlatformatic(brokers: number): Promise<void> {
 /** A platformatic client for the settings' cluster. */
 export const platformaticClient: KafkaClientFactory = (settings, options = {}) => {
   const connection = platformaticConnection(settings, options.clientId ?? settings.clientId);
+  const base = { ...connection, ...(options.retries === undefined ? {} : { retries: options.retries }) };
   const missing = (part: string) => () => {
     throw new NotYetError(part);
   };
@@ -39,8 +42,8 @@ export const platformaticClient: KafkaClientFactory = (settings, options = {}) =
     name: 'platformatic',
     verify: () => verifyPlatformatic(connection.bootstrapBrokers.length),
     consumer: missing('consumer'),
-    admin: missing('admin'),
-    topicIds: missing('topic id reader'),
+    admin: () => platformaticAdmin(base),
+    topicIds: () => platformaticTopicIds(base),
     partitionReader: missing('partition reader'),
   };
 };
