@@ -219,6 +219,7 @@ describe('a stack that stored everything, then planted defects', () => {
     // Act
     const { code, report } = await reconcileJson(env, '--pipeline', 'reviews', '--from', 'earliest');
     const text = await runCli(['reconcile', '--pipeline', 'reviews'], env);
+    console.log(`[reconcile] planted defects, exit ${text.code}:\n${text.stdout}`);
 
     // Assess
     expect(code).toBe(1);
