@@ -6,6 +6,7 @@ import { StorageConsumerError } from '../../shared/errors.js';
 import type { KafkaClientFactory } from '../port.js';
 import { platformaticAdmin } from './admin.js';
 import { platformaticConnection } from './connection.js';
+import { platformaticConsumer } from './consumer.js';
 import { platformaticTopicIds } from './topic-ids.js';
 
 /** A part of the platformatic client this build does not have yet. */
@@ -41,7 +42,7 @@ export const platformaticClient: KafkaClientFactory = (settings, options = {}) =
   return {
     name: 'platformatic',
     verify: () => verifyPlatformatic(connection.bootstrapBrokers.length),
-    consumer: missing('consumer'),
+    consumer: (consumerOptions) => platformaticConsumer(connection, consumerOptions),
     admin: () => platformaticAdmin(base),
     topicIds: () => platformaticTopicIds(base),
     partitionReader: missing('partition reader'),

@@ -1,0 +1,495 @@
+/**
+ * The platformatic consumer's data path (./consumer.ts): its own fetch loop over the client's
+ * public `consumer.fetch`, because the client's MessagesStream has no per-partition seek, pause
+ * or resolve.
+ *
+ * Positions are this module's. At every join each assigned partition starts from the group's
+ * committed offset (none: the earliest when subscribed from the beginning, else the end); a seek
+ * or a resolve of the last generation never carries over (a seek kept across a rejoin moved
+ * committed offsets back, in kafkajs). Per leader one loop fetches every assigned partition that
+ * is positioned, not paused and not in the host's hands, in one request; each partition's records
+ * go to the host's `eachBatch` as a handle, at most `partitionsConsumedConcurrently` at once, and
+ * the loop fetches again once they all returned. A fetch the client could not decode is located
+ * (one partition at a time, then one batch at a time) and reported as a crash the consumer does not
+ * restart from; any other failure is retried against fresh metadata, and a persistent one is a
+ * crash the host decides on.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ListOffsetTimestamps, ResponseError } from '@platformatic/kafka';
+import type { ClusterMetadata, Consumer, fetchV17 } from '@platformatic/kafka';
+import type { CommitRequest, ConsumerOptions, PartitionHandle, PolledBatch, RunOptions, UnreadableBatch } from '../port.js';
+import { codecOf, decodeFailureOf, protocolErrorsOf } from './fetch-errors.js';
+import { sourceRecords } from './records.js';
+
+type FetchResponse = fetchV17.FetchResponse;
+type FetchResponsePartition = fetchV17.FetchResponsePartition;
+
+/** Failed fetches in a row of one leader's loop before the host is asked (about kafkajs' 5 retries). */
+const MAX_FETCH_FAILURES = 6;
+/** The first wait after a failed fetch; doubled per failure, 8 s at most. */
+const RETRY_BASE_MS = 300;
+const RETRY_MAX_MS = 8_000;
+
+/** One assigned partition, in one generation. */
+interface PartitionState {
+  readonly topic: string;
+  readonly partition: number;
+  /** The next offset to fetch; `undefined` until the committed offset was read. */
+  position: bigint | undefined;
+  /** Bumped by every seek: a batch fetched before it is stale. */
+  version: number;
+  /** Its batch is in the host's hands (`eachBatch` has not returned). */
+  busy: boolean;
+}
+
+/** What the fetcher is built from. */
+export interface PartitionFetcherOptions {
+  readonly consumer: Consumer;
+  readonly options: ConsumerOptions;
+  /** The member's generation now (./consumer.ts counts them). */
+  readonly generation: () => number;
+  /** False once the consumer stops. */
+  readonly running: () => boolean;
+  /** A failure the fetcher does not get over: with `unreadable`, fatal. */
+  readonly crash: (error: Error, unreadable?: UnreadableBatch) => void;
+}
+
+/** What `run` adds: the host's batch callback, and the generation's commit. */
+export interface FetcherRun {
+  readonly eachBatch: RunOptions['eachBatch'];
+  readonly partitionsConsumedConcurrently: number;
+  readonly commit: (request: CommitRequest, fetchedIn: number) => Promise<void>;
+  /** Rejects when the member left the generation `fetchedIn` (the client heartbeats by itself). */
+  readonly heartbeat: (fetchedIn: number) => Promise<void>;
+}
+
+/** The data path of one consumer. */
+export interface PartitionFetcher {
+  subscribe(topics: readonly string[], fromBeginning: boolean): void;
+  start(run: FetcherRun): void;
+  /** A join's assignment: every partition starts again from its committed offset. */
+  assign(assignment: Readonly<Record<string, readonly number[]>>): void;
+  /** The member's partitions are no longer its own: nothing more is fetched until {@link assign}. */
+  suspend(): void;
+  seek(topic: string, partition: number, offset: bigint): void;
+  pause(topics: readonly string[]): void;
+  resume(topics: readonly string[]): void;
+  onFetched(topic: string, listener: () => void): () => void;
+  /** Nothing more is fetched. */
+  stop(): void;
+  /** Resolves once every loop ended. */
+  stopped(): Promise<void>;
+}
+
+/** A wake-up every waiting loop hears. */
+function signal(): { wait(ms: number): Promise<void>; wake(): void } {
+  let wakers: Array<() => void> = [];
+  return {
+    wait: (ms) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        wakers.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      }),
+    wake: () => {
+      const woken = wakers;
+      wakers = [];
+      for (const wake of woken) wake();
+    },
+  };
+}
+
+/** Runs `work` over `items`, at most `limit` at once. */
+async function concurrently<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await work(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: Math.min(Math.max(1, limit), items.length) }, worker));
+}
+
+/** The answer of a failed fetch, when the broker answered with partition errors (and the other partitions' records). */
+function responseOf(error: unknown): FetchResponse | undefined {
+  if (error instanceof ResponseError) return error.response as FetchResponse;
+  if (error instanceof AggregateError)
+    for (const inner of error.errors) if (inner instanceof ResponseError) return inner.response as FetchResponse;
+  return undefined;
+}
+
+/** The message a reading error gives: its own and its causes'. */
+function reasonOf(error: Error): string {
+  return error.message;
+}
+
+/** Creates the data path of `consumer`. */
+export function createPartitionFetcher({ consumer, options, generation, running, crash }: PartitionFetcherOptions): PartitionFetcher {
+  let topics: readonly string[] = [];
+  let fromBeginning = true;
+  let run: FetcherRun | undefined;
+  let stopping = false;
+  let suspended = true;
+  /** The current assignment, per topic and partition. */
+  let assigned = new Map<string, Map<number, PartitionState>>();
+  const paused = new Set<string>();
+  const fetchListeners = new Map<string, Set<() => void>>();
+  const loops = new Map<number, Promise<void>>();
+  const wakeUp = signal();
+  let metadata: ClusterMetadata | undefined;
+  let refreshing: Promise<ClusterMetadata | undefined> | undefined;
+
+  const refreshMetadata = (forceUpdate: boolean): Promise<ClusterMetadata | undefined> => {
+    refreshing ??= consumer
+      .metadata({ topics: [...topics], forceUpdate })
+      .then(
+        (fresh) => {
+          metadata = fresh;
+          return fresh;
+        },
+        () => metadata,
+      )
+      .finally(() => {
+        refreshing = undefined;
+      });
+    return refreshing;
+  };
+
+  const leaderOf = (state: PartitionState): number | undefined => metadata?.topics.get(state.topic)?.partitions[state.partition]?.leader;
+
+  const allStates = (): PartitionState[] => [...assigned.values()].flatMap((partitions) => [...partitions.values()]);
+
+  const fetchable = (state: PartitionState): boolean =>
+    !suspended && !stopping && !paused.has(state.topic) && !state.busy && state.position !== undefined;
+
+  const current = (state: PartitionState): boolean => assigned.get(state.topic)?.get(state.partition) === state;
+
+  /** Starts a loop for every leader of an assigned partition that has none; refreshes the metadata when a leader is unknown. */
+  const ensureLoops = () => {
+    if (run === undefined || stopping || suspended) return;
+    let unknown = false;
+    for (const state of allStates()) {
+      const leader = leaderOf(state);
+      if (leader === undefined || leader < 0) {
+        unknown = true;
+        continue;
+      }
+      if (!loops.has(leader))
+        loops.set(
+          leader,
+          leaderLoop(leader).finally(() => loops.delete(leader)),
+        );
+    }
+    if (unknown)
+      void sleep(RETRY_BASE_MS).then(async () => {
+        await refreshMetadata(true);
+        ensureLoops();
+      });
+  };
+
+  /** Where each partition of a generation starts: its committed offset, else the earliest or the end. */
+  const position = async (fetchedIn: number, states: readonly PartitionState[]): Promise<void> => {
+    for (let attempt = 1; ; attempt += 1) {
+      if (generation() !== fetchedIn || stopping) return;
+      try {
+        const byTopic = new Map<string, PartitionState[]>();
+        for (const state of states) byTopic.set(state.topic, [...(byTopic.get(state.topic) ?? []), state]);
+        for (const [topic, partitionStates] of byTopic) {
+          const partitions = partitionStates.map(({ partition }) => partition);
+          const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic) ?? [];
+          const missing = partitionStates.filter(({ partition }) => (committed[partition] ?? -1n) < 0n);
+          const starts =
+            missing.length === 0
+              ? []
+              : ((
+                  await consumer.listOffsets({
+                    topics: [topic],
+                    partitions: { [topic]: missing.map(({ partition }) => partition) },
+                    timestamp: fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
+                  })
+                ).get(topic) ?? []);
+          for (const state of partitionStates) {
+            // A seek since the join (the host's own) says where the partition goes on.
+            if (state.position !== undefined || state.version !== 0) continue;
+            const start = (committed[state.partition] ?? -1n) >= 0n ? committed[state.partition] : starts[state.partition];
+            if (start !== undefined) state.position = start;
+          }
+        }
+        await refreshMetadata(false);
+        ensureLoops();
+        wakeUp.wake();
+        return;
+      } catch (error) {
+        if (attempt >= MAX_FETCH_FAILURES) {
+          if (generation() === fetchedIn && !stopping) crash(error instanceof Error ? error : new Error(String(error)));
+          return;
+        }
+        await sleep(Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** attempt));
+      }
+    }
+  };
+
+  /** The offsets a partition that answered OFFSET_OUT_OF_RANGE goes on from: the earliest or the end, as the subscription says. */
+  const resetOutOfRange = async (states: readonly PartitionState[]): Promise<void> => {
+    for (const state of states) {
+      const version = state.version;
+      const offsets = await consumer.listOffsets({
+        topics: [state.topic],
+        partitions: { [state.topic]: [state.partition] },
+        timestamp: fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
+      });
+      const start = offsets.get(state.topic)?.[state.partition];
+      if (start !== undefined && state.version === version && current(state)) state.position = start;
+    }
+  };
+
+  const fetchOnce = (
+    node: number,
+    states: readonly PartitionState[],
+    partitionMaxBytes: number,
+    offsets?: ReadonlyMap<PartitionState, bigint>,
+  ) => {
+    const byTopic = new Map<string, PartitionState[]>();
+    for (const state of states) byTopic.set(state.topic, [...(byTopic.get(state.topic) ?? []), state]);
+    return consumer.fetch({
+      node,
+      maxWaitTime: options.maxWaitMs,
+      maxBytes: options.maxBytes,
+      topics: [...byTopic].map(([topic, partitionStates]) => ({
+        topicId: metadata?.topics.get(topic)?.id ?? topic,
+        partitions: partitionStates.map((state) => ({
+          partition: state.partition,
+          fetchOffset: offsets?.get(state) ?? (state.position as bigint),
+          partitionMaxBytes,
+          currentLeaderEpoch: -1,
+          lastFetchedEpoch: -1,
+        })),
+      })),
+    });
+  };
+
+  /**
+   * Finds the batch a failed fetch could not decode: each partition fetched alone, then, in the
+   * failing one, one batch per fetch (the broker answers at least one whole batch however small
+   * the limit) from the position on; the failing batch's last offset is the last offset before
+   * the first one a fetch can read again (or the partition's end).
+   */
+  const locate = async (node: number, states: readonly PartitionState[], failure: Error): Promise<UnreadableBatch> => {
+    const codec = codecOf(failure);
+    const unlocated: UnreadableBatch = { ...(codec ? { codec } : {}), reason: reasonOf(failure) };
+    for (const state of states) {
+      let offset = state.position as bigint;
+      let failed: Error | undefined;
+      let end: bigint | undefined;
+      for (let batches = 0; batches < 10_000; batches += 1) {
+        try {
+          const answer = await fetchOnce(node, [state], 1, new Map([[state, offset]]));
+          const partition = answer.responses[0]?.partitions[0];
+          end ??= partition?.highWatermark;
+          const last = partition?.records?.reduce<bigint | undefined>((max, batch) => {
+            const batchLast = batch.firstOffset + BigInt(batch.lastOffsetDelta);
+            return max === undefined || batchLast > max ? batchLast : max;
+          }, undefined);
+          if (failed !== undefined) {
+            // Readable again: the unreadable batch ended just before.
+            return {
+              ...unlocated,
+              location: { partition: state.partition, baseOffset: (offset - 1n).toString(), lastOffset: (offset - 1n).toString() },
+            };
+          }
+          if (last === undefined || last < offset) break;
+          offset = last + 1n;
+        } catch (error) {
+          const decodeFailure = decodeFailureOf(error);
+          if (decodeFailure === undefined) break;
+          failed ??= decodeFailure;
+          const baseOffset = offset;
+          // Step over the unreadable batch one offset at a time, up to the partition's end.
+          let probe = offset + 1n;
+          const limit = end ?? offset + 100_000n;
+          for (; probe < limit; probe += 1n) {
+            try {
+              await fetchOnce(node, [state], 1, new Map([[state, probe]]));
+              break;
+            } catch (probeError) {
+              if (decodeFailureOf(probeError) === undefined) break;
+            }
+          }
+          const codecFound = codecOf(failed);
+          return {
+            ...(codecFound ? { codec: codecFound } : {}),
+            reason: reasonOf(failed),
+            location: { partition: state.partition, baseOffset: baseOffset.toString(), lastOffset: (probe - 1n).toString() },
+          };
+        }
+      }
+    }
+    return unlocated;
+  };
+
+  /** A partition's fetched records as a handle for the host. */
+  const handleOf = (
+    state: PartitionState,
+    answer: FetchResponsePartition,
+    fetchedAt: bigint,
+    fetchedIn: number,
+  ): PartitionHandle | undefined => {
+    const { records, lastOffset } = sourceRecords(
+      state.topic,
+      state.partition,
+      answer.records ?? [],
+      fetchedAt,
+      answer.abortedTransactions,
+    );
+    if (lastOffset === null || lastOffset < fetchedAt) return undefined;
+    if (records.length === 0) {
+      // Only transaction markers, aborted records or a gap: nothing for the host, the position moves past them.
+      state.position = lastOffset + 1n;
+      return undefined;
+    }
+    const version = state.version;
+    const first = records[0]?.offset.toString() ?? null;
+    const batch: PolledBatch = {
+      topic: state.topic,
+      partition: state.partition,
+      highWatermark: answer.highWatermark.toString(),
+      records,
+      firstOffset: () => first,
+      lastOffset: () => lastOffset.toString(),
+    };
+    const active = run as FetcherRun;
+    return {
+      batch,
+      isRunning: () => running() && !stopping,
+      isStale: () => state.version !== version || !current(state) || generation() !== fetchedIn,
+      heartbeat: () => active.heartbeat(fetchedIn),
+      resolveOffset: (offset) => {
+        if (state.version === version && current(state)) state.position = BigInt(offset) + 1n;
+      },
+      commitOffsetsIfNecessary: (request) => active.commit(request, fetchedIn),
+    };
+  };
+
+  /** One leader's loop: fetch its partitions, hand them over, again; it ends once it leads none of them. */
+  const leaderLoop = async (node: number): Promise<void> => {
+    let failures = 0;
+    while (!stopping && run !== undefined) {
+      const mine = allStates().filter((state) => leaderOf(state) === node);
+      if (mine.length === 0 || suspended) return;
+      const picked = mine.filter(fetchable);
+      if (picked.length === 0) {
+        await wakeUp.wait(options.maxWaitMs);
+        continue;
+      }
+      const fetchedIn = generation();
+      const at = new Map(picked.map((state) => [state, { position: state.position as bigint, version: state.version }]));
+      let answer: FetchResponse;
+      try {
+        answer = await fetchOnce(node, picked, options.maxBytesPerPartition);
+        failures = 0;
+      } catch (error) {
+        if (stopping) return;
+        const decodeFailure = decodeFailureOf(error);
+        if (decodeFailure !== undefined) {
+          const unreadable = await locate(node, picked, decodeFailure);
+          crash(error instanceof Error ? error : new Error(String(error)), unreadable);
+          return;
+        }
+        const partial = responseOf(error);
+        const outOfRange = protocolErrorsOf(error).has('OFFSET_OUT_OF_RANGE');
+        if (partial === undefined || !outOfRange) {
+          failures += 1;
+          if (failures >= MAX_FETCH_FAILURES) {
+            crash(error instanceof Error ? error : new Error(String(error)));
+            return;
+          }
+          await sleep(Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** failures));
+          await refreshMetadata(true);
+          ensureLoops();
+          continue;
+        }
+        answer = partial;
+      }
+      for (const topic of new Set(picked.map(({ topic }) => topic))) for (const listener of fetchListeners.get(topic) ?? []) listener();
+      const handles: Array<{ state: PartitionState; handle: PartitionHandle }> = [];
+      const outOfRange: PartitionState[] = [];
+      for (const topicAnswer of answer.responses) {
+        const topic = [...(metadata?.topics ?? [])].find(([, { id }]) => id === topicAnswer.topicId)?.[0] ?? topicAnswer.topicId;
+        for (const partitionAnswer of topicAnswer.partitions) {
+          const state = assigned.get(topic)?.get(partitionAnswer.partitionIndex);
+          const asked = state === undefined ? undefined : at.get(state);
+          // Sought, paused, reassigned or suspended meanwhile: this answer is no longer what comes next.
+          if (state === undefined || asked === undefined || state.version !== asked.version || state.position !== asked.position) continue;
+          if (suspended || paused.has(topic) || generation() !== fetchedIn) continue;
+          if (partitionAnswer.errorCode === 1) outOfRange.push(state);
+          if (partitionAnswer.errorCode !== 0) continue;
+          const handle = handleOf(state, partitionAnswer, asked.position, fetchedIn);
+          if (handle !== undefined) handles.push({ state, handle });
+        }
+      }
+      if (outOfRange.length > 0) await resetOutOfRange(outOfRange).catch(() => undefined);
+      await concurrently(handles, run.partitionsConsumedConcurrently, async ({ state, handle }) => {
+        // The member's generation ended while earlier batches of this fetch were written: not its to hand over.
+        if (suspended || stopping || generation() !== fetchedIn || !current(state)) return;
+        state.busy = true;
+        try {
+          await run?.eachBatch(handle);
+        } finally {
+          state.busy = false;
+        }
+      });
+    }
+  };
+
+  return {
+    subscribe(subscribed, earliest) {
+      topics = [...subscribed];
+      fromBeginning = earliest;
+    },
+    start(started) {
+      run = started;
+    },
+    assign(assignment) {
+      const fetchedIn = generation();
+      assigned = new Map(
+        Object.entries(assignment).map(([topic, partitions]) => [
+          topic,
+          new Map(partitions.map((partition) => [partition, { topic, partition, position: undefined, version: 0, busy: false }])),
+        ]),
+      );
+      suspended = false;
+      void position(fetchedIn, allStates());
+    },
+    suspend() {
+      suspended = true;
+      wakeUp.wake();
+    },
+    seek(topic, partition, offset) {
+      const state = assigned.get(topic)?.get(partition);
+      if (state === undefined) return;
+      state.version += 1;
+      state.position = offset;
+      wakeUp.wake();
+    },
+    pause(paused_) {
+      for (const topic of paused_) paused.add(topic);
+    },
+    resume(resumed) {
+      for (const topic of resumed) paused.delete(topic);
+      wakeUp.wake();
+    },
+    onFetched(topic, listener) {
+      const listeners = fetchListeners.get(topic) ?? new Set();
+      fetchListeners.set(topic, listeners);
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    stop() {
+      stopping = true;
+      wakeUp.wake();
+    },
+    async stopped() {
+      await Promise.all(loops.values());
+    },
+  };
+}
