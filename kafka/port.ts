@@ -213,6 +213,42 @@ export interface PartitionReader {
   }): Promise<{ records: SourceRecord[]; complete: boolean }>;
 }
 
+/** One fetch answer of one partition, read straight from its leader. */
+export interface FetchedRange {
+  /** The committed records at or after the offset asked for, in offset order (control records and aborted transactions left out). */
+  readonly records: SourceRecord[];
+  /**
+   * Where the next fetch starts: past the answer's last record batch (a transaction marker or
+   * records compacted away at its end count); the offset asked for when the answer held nothing.
+   */
+  readonly next: bigint;
+  /** The partition's high watermark when it answered. */
+  readonly highWatermark: bigint;
+}
+
+/** Fetches one partition's records from its leader, one answer at a time, without a group and without committing (reconcile). */
+export interface PartitionFetcher {
+  /**
+   * One fetch of `partition` from `offset`, committed records only, retried across a leadership change.
+   * @throws PartitionRangeGoneError when the broker no longer holds `offset`.
+   */
+  fetch(topic: string, partition: number, offset: bigint): Promise<FetchedRange>;
+  close(): Promise<void>;
+}
+
+/** The records a partition no longer holds: retention or a deletion moved its start past `offset`. */
+export class PartitionRangeGoneError extends Error {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly offset: bigint,
+    options?: { cause?: unknown },
+  ) {
+    super(`offset ${offset} of ${topic}-${partition} is no longer on the broker (retention or deleted records)`, options);
+    this.name = 'PartitionRangeGoneError';
+  }
+}
+
 /** Options of a client: who it says it is, where its log lines go. */
 export interface KafkaClientOptions {
   /** The client id; default the settings'. */
@@ -233,6 +269,8 @@ export interface KafkaClient {
   admin(): KafkaAdmin;
   topicIds(): TopicIdReader;
   partitionReader(): PartitionReader;
+  /** A fetcher of partitions without a group, on connections of its own. */
+  partitionFetcher(): PartitionFetcher;
 }
 
 /** Builds a client from the Kafka settings. */

@@ -9,6 +9,7 @@ import { createKafka } from './connection.js';
 import { kafkajsConsumer } from './consumer.js';
 import { verifyKafkajsWorkarounds } from './index.js';
 import { kafkaLogging } from './log-adapter.js';
+import { kafkajsPartitionFetcher } from './partition-fetcher.js';
 import { kafkajsPartitionReader } from './partition-reader.js';
 import { kafkajsTopicIds } from './topic-ids.js';
 
@@ -27,5 +28,6 @@ export const kafkajsClient: KafkaClientFactory = (settings, options = {}) => {
     admin: () => kafkajsAdmin(kafka.admin()),
     topicIds: () => kafkajsTopicIds(kafka),
     partitionReader: () => kafkajsPartitionReader(kafka, `${clientId}-peek`),
+    partitionFetcher: () => kafkajsPartitionFetcher(kafka),
   };
 };

@@ -76,7 +76,7 @@
  *   `kafkajs/src/protocol/encoder.js` (`writeBuffer`). If they change: the host cannot read topic
  *   ids; a missing factory is logged once and a deleted and re-created topic is no longer noticed.
  *   Caught by test/integration/host-recreated-topic.test.ts (a re-created topic gets a new id).
- * - For reading partitions without a group (../partition-reader.ts, `reconcile`): the same private
+ * - For reading partitions without a group (./partition-fetcher.ts, `reconcile`): the same private
  *   cluster factory, the cluster's `addTargetTopic`, `refreshMetadata`, `findLeaderForPartitions` and
  *   `findBroker`, a broker's `fetch({ isolationLevel, maxWaitTime, minBytes, maxBytes, topics })`
  *   answering `{ responses: [{ topicName, partitions: [{ partition, highWatermark, messages }] }] }`

@@ -226,7 +226,7 @@ function kafkajsEncoder(body: Buffer): unknown {
 
 /**
  * The client's private cluster factory (kafkajs' `Client`, `private:Kafka:createCluster`): the
- * topic id reader's, and kafka/partition-reader.ts's own cluster.
+ * topic id reader's, and ./partition-fetcher.ts's own cluster.
  */
 export function createClusterOf(kafka: Kafka): CreateCluster {
   const key = Object.getOwnPropertySymbols(kafka).find((symbol) => symbol.description === 'private:Kafka:createCluster');

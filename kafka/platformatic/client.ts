@@ -7,15 +7,8 @@ import type { KafkaClientFactory } from '../port.js';
 import { platformaticAdmin } from './admin.js';
 import { platformaticConnection } from './connection.js';
 import { platformaticConsumer } from './consumer.js';
+import { platformaticPartitionFetcher, platformaticPartitionReader } from './partition-reader.js';
 import { platformaticTopicIds } from './topic-ids.js';
-
-/** A part of the platformatic client this build does not have yet. */
-class NotYetError extends StorageConsumerError {
-  constructor(part: string) {
-    super(`KAFKA_CLIENT=platformatic: its ${part} is not built yet; use KAFKA_CLIENT=kafkajs`);
-    this.name = 'NotYetError';
-  }
-}
 
 /** The Node versions `@platformatic/kafka` supports (its package.json's engines: >= 22.22.0 or >= 24.6.0). */
 function nodeSupported(version: string): boolean {
@@ -36,15 +29,13 @@ async function verifyPlatformatic(brokers: number): Promise<void> {
 export const platformaticClient: KafkaClientFactory = (settings, options = {}) => {
   const connection = platformaticConnection(settings, options.clientId ?? settings.clientId);
   const base = { ...connection, ...(options.retries === undefined ? {} : { retries: options.retries }) };
-  const missing = (part: string) => () => {
-    throw new NotYetError(part);
-  };
   return {
     name: 'platformatic',
     verify: () => verifyPlatformatic(connection.bootstrapBrokers.length),
     consumer: (consumerOptions) => platformaticConsumer(connection, consumerOptions),
     admin: () => platformaticAdmin(base),
     topicIds: () => platformaticTopicIds(base),
-    partitionReader: missing('partition reader'),
+    partitionReader: () => platformaticPartitionReader(base),
+    partitionFetcher: () => platformaticPartitionFetcher(base),
   };
 };

@@ -1,22 +1,27 @@
 /**
  * The Kafka port's contract (kafka/port.ts) on the real broker, for every client kafka/clients.ts
  * can build. So far its admin side: offsets of a topic and of a missing one, a group's committed
- * offsets and decoded assignments, a reset refused for a group with members, topic ids, and the
- * partition reader. The consumer side is held by the host's integration tests.
+ * offsets and decoded assignments, a reset refused for a group with members, topic ids (the same
+ * on every client), the partition reader (peek), and reconcile's reader of a partition range
+ * through committed and aborted transactions and a deleted start. The consumer side is held by
+ * the host's integration tests.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaClient } from '../../kafka/clients.js';
 import { plaintextKafka } from '../../kafka/connection.js';
+import { PartitionRangeGoneError, kafkaPartitionReader } from '../../kafka/partition-reader.js';
 import type { KafkaAdmin, KafkaClient, KafkaClientName } from '../../kafka/port.js';
 import { GroupNotEmptyError, UnknownTopicError } from '../../kafka/port.js';
+import type { KafkaSettings } from '../../kafka/settings.js';
 import { createTestTopic, produce, testBrokers, testKafka } from '../helpers/kafka.js';
 
-const CLIENTS: readonly KafkaClientName[] = ['kafkajs'];
+const CLIENTS: readonly KafkaClientName[] = ['kafkajs', 'platformatic'];
 
 describe.each(CLIENTS)('the Kafka port on %s', (name) => {
   const topic = `port-contract-${name}-${randomUUID()}`;
   const group = `port-contract-${name}-${randomUUID()}`;
+  let settings: KafkaSettings;
   let client: KafkaClient;
   let admin: KafkaAdmin;
 
@@ -27,7 +32,8 @@ describe.each(CLIENTS)('the Kafka port on %s', (name) => {
       { partition: 0, key: null, value: null },
       { partition: 1, key: 'k1', value: 'b' },
     ]);
-    client = createKafkaClient({ ...plaintextKafka(testBrokers(), 'port-contract'), client: name });
+    settings = { ...plaintextKafka(testBrokers(), 'port-contract'), client: name };
+    client = createKafkaClient(settings);
     admin = client.admin();
     await admin.connect();
   });
@@ -82,13 +88,18 @@ describe.each(CLIENTS)('the Kafka port on %s', (name) => {
     }
   });
 
-  it('reads a topic’s id, and none for a missing topic', async () => {
+  it('reads a topic’s id, the same as kafkajs reads, and none for a missing topic', async () => {
+    // Prepare
+    const reference = createKafkaClient({ ...settings, client: 'kafkajs' }).topicIds();
+    const [expected] = await reference.read([topic]).finally(() => reference.close());
+
     // Act
     const ids = client.topicIds();
     const [found, missing] = await ids.read([topic, `${topic}-missing`]).finally(() => ids.close());
 
     // Assess
     expect(found?.id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(found?.id).toBe(expected?.id);
     expect(found?.partitions).toEqual([0, 1]);
     expect(missing?.id).toBeUndefined();
   });
@@ -109,5 +120,55 @@ describe.each(CLIENTS)('the Kafka port on %s', (name) => {
       ['h', '1'],
       ['h', '2'],
     ]);
+  });
+
+  it('reads a partition range for reconcile: committed records only, past transaction markers; a deleted start is gone', async () => {
+    // Prepare: offset 0 plain, 1-2 a committed transaction and its marker, 3-4 an aborted one and
+    // its marker, 5 plain; then a group's commit at 5
+    const ranged = `${topic}-range`;
+    await createTestTopic(ranged, 1);
+    await produce(ranged, [{ partition: 0, key: 'k', value: 'a' }]);
+    const producer = testKafka('port-contract-tx').producer({ transactionalId: `${ranged}-tx`, idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    try {
+      const committed = await producer.transaction();
+      await committed.send({ topic: ranged, messages: [{ partition: 0, key: 'k', value: 'b' }] });
+      await committed.commit();
+      const aborted = await producer.transaction();
+      await aborted.send({ topic: ranged, messages: [{ partition: 0, key: 'k', value: 'aborted' }] });
+      await aborted.abort();
+    } finally {
+      await producer.disconnect();
+    }
+    await produce(ranged, [{ partition: 0, key: 'k', value: 'c' }]);
+    await admin.setOffsets(group, ranged, [{ partition: 0, offset: '5' }]);
+    const reader = await kafkaPartitionReader(settings, 'contract');
+    try {
+      // Act
+      const bounds = await reader.bounds(ranged, group);
+      const fromStart = await reader.offsetsAt(ranged, new Date(0));
+      const read: string[] = [];
+      for await (const records of reader.read(ranged, 0, 0n, 6n)) read.push(...records.map((record) => `${record.offset}:${record.value}`));
+      const tail: string[] = [];
+      for await (const records of reader.read(ranged, 0, 2n, 6n)) tail.push(...records.map((record) => String(record.offset)));
+      const trimmed = testKafka('port-contract-trim').admin();
+      await trimmed.connect();
+      await trimmed.fetchTopicMetadata({ topics: [ranged] });
+      await trimmed.deleteTopicRecords({ topic: ranged, partitions: [{ partition: 0, offset: '1' }] }).finally(() => trimmed.disconnect());
+      const gone = await (async () => {
+        for await (const _records of reader.read(ranged, 0, 0n, 6n)) return 'read';
+        return 'nothing';
+      })().catch((error: unknown) => error);
+
+      // Assess
+      expect(bounds.partitions).toEqual([{ partition: 0, start: 0n, end: 6n, committed: 5n }]);
+      expect(bounds.id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      expect([...fromStart]).toEqual([[0, 0n]]);
+      expect(read).toEqual(['0:a', '1:b', '5:c']);
+      expect(tail).toEqual(['5']);
+      expect(gone).toBeInstanceOf(PartitionRangeGoneError);
+    } finally {
+      await reader.close();
+    }
   });
 });
