@@ -21,7 +21,7 @@ import type { FaultKind, FaultPlan, ScheduledFault } from './faults.js';
 import { injectFault, scheduleFaults } from './faults.js';
 import { startRunGuardian } from './guardian.js';
 import type { RunGuardian } from './guardian.js';
-import { HostFleet, hostEnvironment } from './hosts.js';
+import { chaosKafkaClient, HostFleet, hostEnvironment } from './hosts.js';
 import type { UnexpectedExit } from './hosts.js';
 import { ChaosKafka } from './kafka.js';
 import type { GroupTopic } from './kafka.js';
@@ -87,6 +87,8 @@ export interface ChaosSummary {
   readonly dlq_expected: number;
   readonly dlq_found: number;
   readonly seed: number;
+  /** The Kafka client the hosts and reconcile ran on (KAFKA_CLIENT). */
+  readonly kafka_client: string;
   readonly elapsed_s: number;
   /** Dead letters missing, unexpected or with the wrong reason. */
   readonly dlq_mismatched: number;
@@ -132,7 +134,12 @@ const GROUPS: GroupTopic[] = PIPELINE_NAMES.map((pipeline) => ({ pipeline, group
 
 /** `storage-consumer reconcile --from earliest`, as text and as JSON, against the run's broker and database. */
 async function reconcileRun(brokers: readonly string[], databaseUrl: string, log: (line: string) => void): Promise<ChaosReconcile> {
-  const env: Record<string, string> = { KAFKA_BROKERS: brokers.join(','), DATABASE_URL: databaseUrl, STORAGE_ACTOR: 'chaos' };
+  const env: Record<string, string> = {
+    KAFKA_BROKERS: brokers.join(','),
+    DATABASE_URL: databaseUrl,
+    STORAGE_ACTOR: 'chaos',
+    ...chaosKafkaClient(),
+  };
   for (const { pipeline, group, topic } of GROUPS) {
     env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;
     env[`STORAGE_GROUP_${envSuffix(pipeline)}`] = group;
@@ -325,6 +332,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       dlq_expected: databaseCheck.dlqExpected,
       dlq_found: databaseCheck.dlqFound,
       seed: options.seed,
+      kafka_client: chaosKafkaClient().KAFKA_CLIENT ?? 'kafkajs',
       elapsed_s: Math.round(elapsed()),
       dlq_mismatched: dlqMismatched,
       offsets_behind: offsets.gaps.length,

@@ -176,6 +176,12 @@ export class HostFleet {
   }
 }
 
+/** The Kafka client of the run's hosts and its reconcile: `KAFKA_CLIENT` of the chaos run's own environment, else the default. */
+export function chaosKafkaClient(): Record<string, string> {
+  const client = process.env.KAFKA_CLIENT?.trim();
+  return client ? { KAFKA_CLIENT: client } : {};
+}
+
 /** The variables of the chaos host `name`: the run's broker and database, short timeouts, its own heartbeat folder. */
 export function hostEnvironment(
   name: string,
@@ -201,6 +207,7 @@ export function hostEnvironment(
     STORAGE_HEARTBEAT_INTERVAL_MS: '1000',
     // Several hosts on one machine: no HTTP endpoint (it would want the same port).
     STORAGE_HTTP_PORT: '0',
+    ...chaosKafkaClient(),
   };
   for (const { pipeline, group, topic } of groups) {
     env[`STORAGE_TOPIC_${envSuffix(pipeline)}`] = topic;

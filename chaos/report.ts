@@ -35,7 +35,9 @@ export function reportLines(result: ChaosResult): string[] {
   const { summary, workload, database } = result;
   const lines: string[] = [];
   lines.push('');
-  lines.push(`== chaos run, seed ${summary.seed}: ${summary.passed ? 'PASSED' : 'FAILED'} in ${summary.elapsed_s} s`);
+  lines.push(
+    `== chaos run, seed ${summary.seed}, Kafka client ${summary.kafka_client}: ${summary.passed ? 'PASSED' : 'FAILED'} in ${summary.elapsed_s} s`,
+  );
   lines.push(
     `workload: ${summary.messages} messages (${Object.entries(workload.byTopic)
       .map(([topic, count]) => `${topic} ${count}`)

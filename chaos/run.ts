@@ -3,7 +3,8 @@
  * (default 100,000 messages, 10 host kills, one PostgreSQL restart, one broker restart, a second
  * host joining and leaving). Prints progress, the report (with --reconcile, what `storage-consumer
  * reconcile` printed after the run, as text and JSON), and as its last line one JSON object.
- * Exits 0 only when nothing was lost, duplicated or wrong and the dead letters match.
+ * Exits 0 only when nothing was lost, duplicated or wrong and the dead letters match. The hosts and
+ * reconcile run on the Kafka client `KAFKA_CLIENT` names (kafkajs when unset): `KAFKA_CLIENT=platformatic npm run chaos`.
  */
 import { parseArgs } from 'node:util';
 import { runChaos } from './harness.js';
