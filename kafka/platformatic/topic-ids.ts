@@ -2,23 +2,49 @@
  * Topic ids (kafka/port.ts `TopicIdReader`) from `@platformatic/kafka`'s public metadata. The
  * client writes a topic id as a hyphenated UUID; the port carries it as kafkajs' reader does
  * (../kafkajs/topic-ids.ts), the 16 bytes in base64url as Kafka's own tools print them, so a
- * host that changes clients sees the same id for the same topic.
+ * host that changes clients sees the same id for the same topic. As there, an id of `undefined`
+ * means the topic does not exist (the host's watch reads it so); an existing topic whose id the
+ * cluster does not tell is an error.
  */
 import { Admin } from '@platformatic/kafka';
 import type { AdminOptions } from '@platformatic/kafka';
+import { StorageConsumerError } from '../../shared/errors.js';
 import type { TopicIdReader } from '../port.js';
 import { partitionsOf, topicMetadata } from './metadata.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * The port's form of the client's topic id; `undefined` for none: the all-zero id, or the topic's
- * name, which the client puts in its place when the broker's metadata carries no ids (before v10).
+ * The cluster does not tell a topic's id, as kafkajs' reader says it (its `TopicIdError`): `lasting`
+ * when no later read can do better (the broker's metadata carries no ids), which the host's
+ * watch (host/topic-incarnation.ts) reads as "ids cannot be had here" rather than "the topic is gone".
+ */
+class TopicIdError extends StorageConsumerError {
+  readonly lasting: boolean;
+  constructor(message: string, lasting: boolean) {
+    super(message);
+    this.name = 'TopicIdError';
+    this.lasting = lasting;
+  }
+}
+
+/**
+ * The port's form of the client's topic id; `undefined` when it is none: the all-zero id, or the
+ * topic's name, which the client puts in its place when the broker's metadata carries no ids (before v10).
  */
 export function portTopicId(clientId: string): string | undefined {
   if (!UUID.test(clientId)) return undefined;
   const bytes = Buffer.from(clientId.replaceAll('-', ''), 'hex');
   return bytes.every((byte) => byte === 0) ? undefined : bytes.toString('base64url');
+}
+
+/** The id of an existing topic; an error when the cluster does not tell it (an id of `undefined` means a missing topic). */
+export function existingTopicId(topic: string, clientId: string): string {
+  const id = portTopicId(clientId);
+  if (id !== undefined) return id;
+  if (!UUID.test(clientId))
+    throw new TopicIdError(`the broker's metadata carries no topic ids (Kafka 2.8 or later has them); topic ${topic}`, true);
+  throw new TopicIdError(`the cluster does not describe topic ${topic}: its id is all zeros`, false);
 }
 
 /** A reader over its own platformatic admin (one connection pool, opened at the first read). */
@@ -33,7 +59,7 @@ export function platformaticTopicIds(options: AdminOptions): TopicIdReader {
             const found = await topicMetadata(client, topic);
             return found === undefined
               ? { topic, id: undefined, partitions: [] }
-              : { topic, id: portTopicId(found.id), partitions: partitionsOf(found) };
+              : { topic, id: existingTopicId(topic, found.id), partitions: partitionsOf(found) };
           }),
         );
       } catch (error) {
