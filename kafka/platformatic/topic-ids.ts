@@ -9,8 +9,15 @@
 import { Admin } from '@platformatic/kafka';
 import type { AdminOptions } from '@platformatic/kafka';
 import { StorageConsumerError } from '../../shared/errors.js';
+import { TIMED_OUT, within } from '../../shared/timeout.js';
 import type { TopicIdReader } from '../port.js';
 import { partitionsOf, topicMetadata } from './metadata.js';
+
+/**
+ * A read of topic ids that takes longer has failed (the client's own retries included), as on
+ * kafkajs: the host's watch tries again, on new connections.
+ */
+const READ_TIMEOUT_MS = 10_000;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -54,7 +61,7 @@ export function platformaticTopicIds(options: AdminOptions): TopicIdReader {
     async read(topics) {
       const client = (admin ??= new Admin(options));
       try {
-        return await Promise.all(
+        const read = Promise.all(
           topics.map(async (topic) => {
             const found = await topicMetadata(client, topic);
             return found === undefined
@@ -62,6 +69,9 @@ export function platformaticTopicIds(options: AdminOptions): TopicIdReader {
               : { topic, id: existingTopicId(topic, found.id), partitions: partitionsOf(found) };
           }),
         );
+        const answer = await within(read, READ_TIMEOUT_MS);
+        if (answer === TIMED_OUT) throw new TopicIdError(`no answer to the topic id request within ${READ_TIMEOUT_MS} ms`, false);
+        return answer;
       } catch (error) {
         // A broken or hung connection (a broker frozen, then resumed) is never asked again: the
         // next read opens new ones, whatever state the client left these in.
