@@ -82,14 +82,15 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     });
   };
 
+  // A fetch waits up to maxWaitMs at the broker: its request must not time out first.
+  const requestTimeoutMs = Math.max(30_000, options.maxWaitMs + 10_000);
   const consumer = new Consumer({
     ...connection,
     groupId: options.groupId,
     sessionTimeout: options.sessionTimeoutMs,
     rebalanceTimeout: options.rebalanceTimeoutMs,
     heartbeatInterval: options.heartbeatIntervalMs,
-    // A fetch waits up to maxWaitMs at the broker: its request must not time out first.
-    timeout: Math.max(30_000, options.maxWaitMs + 10_000),
+    timeout: requestTimeoutMs,
     autocommit: false,
     maxWaitTime: options.maxWaitMs,
     maxBytes: options.maxBytes,
@@ -116,11 +117,22 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     if (restart && !stopping) void join();
   };
 
+  /** Locates an unreadable batch, once one failed a fetch: every probe answers once, without the client's retries. */
+  let prober: Consumer | undefined;
+  const probe = (): Consumer => {
+    if (prober === undefined) {
+      prober = new Consumer({ ...connection, groupId: options.groupId, retries: 0, timeout: requestTimeoutMs });
+      prober.topics.trackAll(...consumer.topics.current);
+    }
+    return prober;
+  };
+
   const fetcher: PartitionFetcher = createPartitionFetcher({
     consumer,
     options,
     generation: () => generation,
     running: () => !stopping,
+    probe,
     crash: (error, unreadable) => void crash(error, unreadable === undefined ? undefined : { unreadable }),
   });
 
@@ -134,7 +146,7 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     }
   };
 
-  const committer = generationCommitter(consumer, connection, Math.max(30_000, options.maxWaitMs + 10_000));
+  const committer = generationCommitter(consumer, connection, requestTimeoutMs);
 
   consumer.on('consumer:group:join', (payload: ConsumerGroupJoinPayload) => {
     generation += 1;
@@ -200,7 +212,7 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
       fetcher.stop();
       const leave = async () => {
         await consumer.close();
-        await Promise.all([fetcher.stopped(), committer.close()]);
+        await Promise.all([fetcher.stopped(), committer.close(), prober?.close()]);
       };
       await (gate === undefined ? leave() : gate(leave, { kind: 'leave', forgottenSeeks: 0 }));
     },

@@ -50,6 +50,8 @@ export interface PartitionFetcherOptions {
   readonly generation: () => number;
   /** False once the consumer stops. */
   readonly running: () => boolean;
+  /** A consumer that fetches without retries, outside the group: it locates an unreadable batch. */
+  readonly probe: () => Consumer;
   /** A failure the fetcher does not get over: with `unreadable`, fatal. */
   readonly crash: (error: Error, unreadable?: UnreadableBatch) => void;
 }
@@ -118,13 +120,15 @@ function responseOf(error: unknown): FetchResponse | undefined {
   return undefined;
 }
 
-/** The message a reading error gives: its own and its causes'. */
-function reasonOf(error: Error): string {
-  return error.message;
-}
-
 /** Creates the data path of `consumer`. */
-export function createPartitionFetcher({ consumer, options, generation, running, crash }: PartitionFetcherOptions): PartitionFetcher {
+export function createPartitionFetcher({
+  consumer,
+  options,
+  generation,
+  running,
+  probe,
+  crash,
+}: PartitionFetcherOptions): PartitionFetcher {
   let topics: readonly string[] = [];
   let fromBeginning = true;
   let run: FetcherRun | undefined;
@@ -248,10 +252,11 @@ export function createPartitionFetcher({ consumer, options, generation, running,
     states: readonly PartitionState[],
     partitionMaxBytes: number,
     offsets?: ReadonlyMap<PartitionState, bigint>,
+    by: Consumer = consumer,
   ) => {
     const byTopic = new Map<string, PartitionState[]>();
     for (const state of states) byTopic.set(state.topic, [...(byTopic.get(state.topic) ?? []), state]);
-    return consumer.fetch({
+    return by.fetch({
       node,
       maxWaitTime: options.maxWaitMs,
       maxBytes: options.maxBytes,
@@ -269,60 +274,92 @@ export function createPartitionFetcher({ consumer, options, generation, running,
   };
 
   /**
-   * Finds the batch a failed fetch could not decode: each partition fetched alone, then, in the
-   * failing one, one batch per fetch (the broker answers at least one whole batch however small
-   * the limit) from the position on; the failing batch's last offset is the last offset before
-   * the first one a fetch can read again (or the partition's end).
+   * One fetch of `state`'s partition alone from `offset` by the probe consumer (no retries): the
+   * last offset of what it read and the partition's end, or the decode failure.
+   */
+  const readsAt = async (
+    node: number,
+    state: PartitionState,
+    offset: bigint,
+    partitionMaxBytes: number,
+  ): Promise<{ readonly last: bigint | undefined } | { readonly failure: Error }> => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const answer = await fetchOnce(node, [state], partitionMaxBytes, new Map([[state, offset]]), probe());
+        const records = answer.responses[0]?.partitions[0]?.records ?? [];
+        let last: bigint | undefined;
+        for (const batch of records) {
+          const batchLast = batch.firstOffset + BigInt(batch.lastOffsetDelta);
+          if (last === undefined || batchLast > last) last = batchLast;
+        }
+        return { last };
+      } catch (error) {
+        const failure = decodeFailureOf(error);
+        if (failure !== undefined) return { failure };
+        // A fetch that failed to decode leaves the client's fetch session behind the broker's: the next
+        // one is refused (INVALID_FETCH_SESSION_EPOCH), and the client starts a new session after it.
+        if (attempt >= 3) throw error;
+      }
+    }
+  };
+
+  /**
+   * Finds the batch a failed fetch could not decode. Each partition of the fetch is fetched alone
+   * from its position; in the one that fails, one batch per fetch (the broker answers at least one
+   * whole batch however small the limit) up to the first that fails: its first offset. Its last is
+   * the offset before the first one a fetch reads again, found by doubling steps and then halving
+   * them (a fetch from inside the batch answers the whole batch, and fails again), or the
+   * partition's end.
    */
   const locate = async (node: number, states: readonly PartitionState[], failure: Error): Promise<UnreadableBatch> => {
-    const codec = codecOf(failure);
-    const unlocated: UnreadableBatch = { ...(codec ? { codec } : {}), reason: reasonOf(failure) };
-    for (const state of states) {
-      let offset = state.position as bigint;
-      let failed: Error | undefined;
-      let end: bigint | undefined;
-      for (let batches = 0; batches < 10_000; batches += 1) {
-        try {
-          const answer = await fetchOnce(node, [state], 1, new Map([[state, offset]]));
-          const partition = answer.responses[0]?.partitions[0];
-          end ??= partition?.highWatermark;
-          const last = partition?.records?.reduce<bigint | undefined>((max, batch) => {
-            const batchLast = batch.firstOffset + BigInt(batch.lastOffsetDelta);
-            return max === undefined || batchLast > max ? batchLast : max;
-          }, undefined);
-          if (failed !== undefined) {
-            // Readable again: the unreadable batch ended just before.
-            return {
-              ...unlocated,
-              location: { partition: state.partition, baseOffset: (offset - 1n).toString(), lastOffset: (offset - 1n).toString() },
-            };
+    const found = codecOf(failure);
+    const unlocated: UnreadableBatch = { ...(found ? { codec: found } : {}), reason: failure.message };
+    try {
+      for (const state of states) {
+        let base = state.position as bigint;
+        const whole = await readsAt(node, state, base, options.maxBytesPerPartition);
+        if (!('failure' in whole)) continue;
+        let unreadable = whole.failure;
+        for (;;) {
+          const one = await readsAt(node, state, base, 1);
+          if ('failure' in one) {
+            unreadable = one.failure;
+            break;
           }
-          if (last === undefined || last < offset) break;
-          offset = last + 1n;
-        } catch (error) {
-          const decodeFailure = decodeFailureOf(error);
-          if (decodeFailure === undefined) break;
-          failed ??= decodeFailure;
-          const baseOffset = offset;
-          // Step over the unreadable batch one offset at a time, up to the partition's end.
-          let probe = offset + 1n;
-          const limit = end ?? offset + 100_000n;
-          for (; probe < limit; probe += 1n) {
-            try {
-              await fetchOnce(node, [state], 1, new Map([[state, probe]]));
-              break;
-            } catch (probeError) {
-              if (decodeFailureOf(probeError) === undefined) break;
-            }
-          }
-          const codecFound = codecOf(failed);
-          return {
-            ...(codecFound ? { codec: codecFound } : {}),
-            reason: reasonOf(failed),
-            location: { partition: state.partition, baseOffset: baseOffset.toString(), lastOffset: (probe - 1n).toString() },
-          };
+          if (one.last === undefined || one.last < base) return unlocated;
+          base = one.last + 1n;
         }
+        const end =
+          (
+            await consumer.listOffsets({
+              topics: [state.topic],
+              partitions: { [state.topic]: [state.partition] },
+              timestamp: ListOffsetTimestamps.LATEST,
+            })
+          ).get(state.topic)?.[state.partition] ?? base + 1n;
+        let bad = base;
+        let readable = end;
+        for (let step = 1n; bad + step < end; step *= 2n) {
+          if (!('failure' in (await readsAt(node, state, bad + step, 1)))) {
+            readable = bad + step;
+            break;
+          }
+          bad += step;
+        }
+        while (readable - bad > 1n) {
+          const middle = (bad + readable) / 2n;
+          if ('failure' in (await readsAt(node, state, middle, 1))) bad = middle;
+          else readable = middle;
+        }
+        const codec = codecOf(unreadable);
+        return {
+          ...(codec ? { codec } : {}),
+          reason: unreadable.message,
+          location: { partition: state.partition, baseOffset: base.toString(), lastOffset: (readable - 1n).toString() },
+        };
       }
+    } catch {
+      // The broker went away while we looked: the batch stays unlocated, the crash is fatal all the same.
     }
     return unlocated;
   };

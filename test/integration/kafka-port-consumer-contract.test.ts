@@ -4,10 +4,14 @@
  * duplicate headers in wire order, int64 timestamps past 2^53, every codec from Kafka's own Java
  * producer, transactions' markers and aborted records left out, their offsets skipped), seek, pause
  * and resume, a rebalance whose join waits for the member's writes (no two members write one
- * partition at once), and a leave on stop. The admin side is kafka-port-contract.test.ts.
+ * partition at once), a leave on stop, and a corrupt batch (a crash the consumer does not restart
+ * from, naming the batch). The admin side is kafka-port-contract.test.ts.
  */
 import { randomUUID } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Admin } from '@platformatic/kafka';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKafkaClient, verifyKafkaClient } from '../../kafka/clients.js';
 import { plaintextKafka } from '../../kafka/connection.js';
@@ -125,6 +129,46 @@ async function until(done: () => boolean, what: string, timeoutMs = 30_000): Pro
 
 function offsetsOf(records: readonly SourceRecord[], partition?: number): string[] {
   return records.filter((record) => partition === undefined || record.partition === partition).map((record) => String(record.offset));
+}
+
+/** Where the broker keeps a partition's log (DescribeLogDirs): the run's broker is local, its files are ours to spoil. */
+async function partitionLogDir(topic: string, partition: number): Promise<string> {
+  const admin = new Admin({ clientId: 'port-consumer-log-dirs', bootstrapBrokers: testBrokers() });
+  try {
+    const [broker] = await admin.describeLogDirs({ topics: [{ name: topic, partitions: [partition] }] });
+    const dir = broker?.results.find((result) => result.topics.some((one) => one.name === topic))?.logDir;
+    if (dir === undefined) throw new Error(`the broker names no log dir of ${topic}`);
+    return join(dir, `${topic}-${partition}`);
+  } finally {
+    await admin.close();
+  }
+}
+
+/**
+ * Spoils the first gzip batch of a partition's first segment where it lies on the broker's disk:
+ * its compressed bytes no longer start with gzip's magic number, so no client can inflate them;
+ * the batch's header (offsets, length) stays intact. Returns the batch's first and last offsets.
+ */
+async function spoilFirstGzipBatch(topic: string, partition: number): Promise<{ first: string; last: string }> {
+  const file = await open(join(await partitionLogDir(topic, partition), '00000000000000000000.log'), 'r+');
+  try {
+    const { size } = await file.stat();
+    const header = Buffer.alloc(61);
+    for (let at = 0; at + 61 <= size;) {
+      await file.read(header, 0, 61, at);
+      const length = header.readInt32BE(8);
+      const gzip = (header.readInt16BE(21) & 0x07) === 1;
+      if (gzip) {
+        await file.write(Buffer.from([0, 0]), 0, 2, at + 61);
+        const first = header.readBigInt64BE(0);
+        return { first: first.toString(), last: (first + BigInt(header.readInt32BE(23))).toString() };
+      }
+      at += 12 + length;
+    }
+  } finally {
+    await file.close();
+  }
+  throw new Error(`no gzip batch in ${topic}-${partition}`);
 }
 
 describe.each(CLIENTS)('the Kafka port’s consumer on %s', (client) => {
@@ -318,5 +362,34 @@ describe.each(CLIENTS)('the Kafka port’s consumer on %s', (client) => {
     expect(groups[0]?.state).toBe('Empty');
     expect(left).toBeLessThan(10_000);
     expect(member.steps).toEqual(['join', 'leave']);
+  });
+
+  it('crashes without a restart on a corrupt batch, naming its partition, offsets and codec, having committed nothing past it', async () => {
+    // Prepare: a plain record (0), three in one gzip batch (1..3) spoilt on the broker's disk, a plain record (4)
+    const topic = unique();
+    const group = unique();
+    await createTestTopic(topic, 1);
+    await produce(topic, [{ partition: 0, value: 'before' }]);
+    await consoleProduce({ topic, codec: 'gzip', records: [1, 2, 3].map((n) => ({ value: `gzip-${n}` })) });
+    await produce(topic, [{ partition: 0, value: 'after' }]);
+    const spoilt = await spoilFirstGzipBatch(topic, 0);
+
+    // Act
+    const member = await startMember({ name: `${client}-corrupt`, client, group, topic });
+    await until(() => member.crashes.length > 0, 'the crash', 90_000);
+    await member.port.disconnect();
+    const admin = testKafka('port-consumer-corrupt').admin();
+    await admin.connect();
+    const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    await admin.disconnect();
+
+    // Assess
+    expect(spoilt).toEqual({ first: '1', last: '3' });
+    const [crash] = member.crashes;
+    expect(crash?.restart).toBe(false);
+    expect(crash?.unreadable?.location).toEqual({ partition: 0, baseOffset: '1', lastOffset: '3' });
+    expect(crash?.unreadable?.codec).toBe('gzip');
+    expect(offsetsOf(member.records).filter((offset) => BigInt(offset) >= 1n)).toEqual([]);
+    expect(BigInt(committed?.partitions[0]?.offset ?? '-1')).toBeLessThanOrEqual(1n);
   });
 });
