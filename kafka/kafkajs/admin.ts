@@ -33,8 +33,11 @@ export function kafkajsAdmin(admin: Admin): KafkaAdmin {
     disconnect: () => admin.disconnect(),
     listTopics: () => admin.listTopics(),
     async topicPartitions(topics) {
-      if (topics.length === 0) return new Map();
-      const { topics: metadata } = await admin.fetchTopicMetadata({ topics: [...new Set(topics)] });
+      // kafkajs fails the whole metadata request for one missing topic; the port leaves it out.
+      const existing = new Set(topics.length === 0 ? [] : await admin.listTopics());
+      const present = [...new Set(topics)].filter((topic) => existing.has(topic));
+      if (present.length === 0) return new Map();
+      const { topics: metadata } = await admin.fetchTopicMetadata({ topics: present });
       return new Map(metadata.map(({ name, partitions }) => [name, partitions.length]));
     },
     createTopics: (topics) =>

@@ -2,9 +2,9 @@
  * The Kafka port's contract (kafka/port.ts) on the real broker, for every client kafka/clients.ts
  * can build. So far its admin side: offsets of a topic and of a missing one, a group's committed
  * offsets and decoded assignments, a reset refused for a group with members, topic ids (the same
- * on every client), the partition reader (peek), and reconcile's reader of a partition range
- * through committed and aborted transactions and a deleted start. The consumer side is held by
- * the host's integration tests.
+ * on every client), the partition reader (peek), reconcile's reader of a partition range
+ * through committed and aborted transactions and a deleted start, topics created and counted,
+ * groups listed and deleted. The consumer side is held by the host's integration tests.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -170,5 +170,37 @@ describe.each(CLIENTS)('the Kafka port on %s', (name) => {
     } finally {
       await reader.close();
     }
+  });
+
+  it('creates topics with their leaders (false when they exist), lists them and their partition counts, lists and deletes groups', async () => {
+    // Prepare: the group holds committed offsets since the tests above
+    const fresh = `${topic}-created`;
+
+    // Act
+    const created = await admin.createTopics([{ topic: fresh, partitions: 3 }]);
+    const again = await admin.createTopics([{ topic: fresh, partitions: 3 }]);
+    const offsets = await admin.partitionOffsets(fresh);
+    const listed = await admin.listTopics();
+    const counts = await admin.topicPartitions([fresh, topic, `${topic}-missing`]);
+    const groupsBefore = (await admin.listGroups()).map(({ groupId }) => groupId);
+    await admin.deleteGroups([group]);
+    const groupsAfter = (await admin.listGroups()).map(({ groupId }) => groupId);
+    const [deleted] = await admin.describeGroups([group]);
+
+    // Assess
+    expect([created, again]).toEqual([true, false]);
+    expect(offsets.map(({ partition, low, high }) => [partition, low, high]).sort()).toEqual([
+      [0, '0', '0'],
+      [1, '0', '0'],
+      [2, '0', '0'],
+    ]);
+    expect(listed).toEqual(expect.arrayContaining([topic, fresh]));
+    expect([...counts].sort()).toEqual([
+      [topic, 2],
+      [fresh, 3],
+    ]);
+    expect(groupsBefore).toContain(group);
+    expect(groupsAfter).not.toContain(group);
+    expect(deleted?.state).toBe('Dead');
   });
 });
