@@ -218,4 +218,53 @@ describe('sourceRecords: a platformatic fetch answer as source records', () => {
       }),
     );
   });
+
+  it('keeps exactly the records of committed transactions and plain producers, however two producers’ transactions interleave', () => {
+    // Prepare: a log written by steps of producers 1 and 2 (transactional) and 0 (plain); every
+    // transaction still open at the end commits, as the broker answers only up to the stable offset
+    const step = fc.record({ producer: fc.constantFrom(0n, 1n, 2n), action: fc.constantFrom('send', 'send', 'commit', 'abort') });
+
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 30 }), fc.nat(60), (steps, from) => {
+        const batches: RecordsBatch[] = [];
+        const aborted: Array<{ producerId: bigint; firstOffset: bigint }> = [];
+        const open = new Map<bigint, { first: bigint; offsets: bigint[] }>();
+        const kept: bigint[] = [];
+        let next = 0n;
+        const end = (producer: bigint, type: 'ABORT' | 'COMMIT') => {
+          const transaction = open.get(producer);
+          if (transaction === undefined) return;
+          batches.push(marker(next, producer, type));
+          next += 1n;
+          if (type === 'ABORT') aborted.push({ producerId: producer, firstOffset: transaction.first });
+          else kept.push(...transaction.offsets);
+          open.delete(producer);
+        };
+        for (const { producer, action } of [...steps, ...[1n, 2n].map((producer) => ({ producer, action: 'commit' }))]) {
+          if (action === 'send') {
+            const written = batch(next, [record(0), record(1)], producer === 0n ? {} : { attributes: TRANSACTIONAL, producerId: producer });
+            batches.push(written);
+            const offsets = [next, next + 1n];
+            next += 2n;
+            if (producer === 0n) kept.push(...offsets);
+            else {
+              const transaction = open.get(producer) ?? { first: offsets[0]!, offsets: [] };
+              transaction.offsets.push(...offsets);
+              open.set(producer, transaction);
+            }
+          } else if (producer !== 0n) end(producer, action === 'abort' ? 'ABORT' : 'COMMIT');
+        }
+        const expected = kept
+          .filter((offset) => offset >= BigInt(from))
+          .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(String);
+
+        // Act
+        const { records } = sourceRecords('t', 0, batches, BigInt(from), aborted);
+
+        // Assess
+        expect(offsetsOf(records)).toEqual(expected);
+      }),
+    );
+  });
 });
