@@ -40,7 +40,7 @@ export async function createTestPipelines(prefix: string): Promise<PipelineNames
  * The Kafka client the run's hosts use: `KAFKA_CLIENT` of the test run's own environment (CI runs
  * the host's consumer tests again with KAFKA_CLIENT=platformatic), else the default.
  */
-export function testKafkaClientEnv(): Record<string, string> {
+function testKafkaClientEnv(): Record<string, string> {
   const client = process.env.KAFKA_CLIENT?.trim();
   return client ? { KAFKA_CLIENT: client } : {};
 }
