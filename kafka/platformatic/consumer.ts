@@ -19,8 +19,8 @@ import { StorageConsumerError } from '../../shared/errors.js';
 import type { CommitRequest, ConsumerCrash, ConsumerOptions, ConsumerPort, GroupGate, GroupJoin, RunOptions } from '../port.js';
 import type { platformaticConnection } from './connection.js';
 import { GenerationEndedError } from './fetch-errors.js';
-import { generationCommitter } from './generation-commit.js';
-import type { GenerationOfMember } from './generation-commit.js';
+import { generationRequests } from './generation-requests.js';
+import type { GenerationOfMember } from './generation-requests.js';
 import { createPartitionFetcher } from './partition-fetcher.js';
 import type { PartitionFetcher } from './partition-fetcher.js';
 
@@ -66,17 +66,23 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     if (openJoin !== undefined) return Promise.resolve(NO_USER_DATA);
     endGeneration();
     if (gate === undefined) return Promise.resolve(NO_USER_DATA);
+    // The member stays alive in its last generation while the gate holds its rejoin.
+    const last = members.get(generation);
+    const keepAlive =
+      last === undefined ? undefined : setInterval(() => void requests.heartbeat(last).catch(() => undefined), options.heartbeatIntervalMs);
     return new Promise<Buffer>((answer, refuse) => {
       let answered = false;
       gate!(
         () =>
           new Promise<void>((joined, failed) => {
+            clearInterval(keepAlive);
             openJoin = { joined, failed };
             answered = true;
             answer(NO_USER_DATA);
           }),
         { kind: 'join', forgottenSeeks: 0 },
       ).catch((error: unknown) => {
+        clearInterval(keepAlive);
         if (!answered) refuse(error instanceof Error ? error : new Error(String(error)));
       });
     });
@@ -146,7 +152,7 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     }
   };
 
-  const committer = generationCommitter(consumer, connection, requestTimeoutMs);
+  const requests = generationRequests(consumer, connection, requestTimeoutMs);
 
   consumer.on('consumer:group:join', (payload: ConsumerGroupJoinPayload) => {
     generation += 1;
@@ -176,7 +182,7 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
   const commit = async (request: CommitRequest, fetchedIn: number): Promise<void> => {
     const member = members.get(fetchedIn);
     if (fetchedIn !== generation || member === undefined || stopping) throw new GenerationEndedError('offset commit');
-    await committer.commit(request, member);
+    await requests.commit(request, member);
   };
 
   const heartbeat = async (fetchedIn: number): Promise<void> => {
@@ -212,7 +218,7 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
       fetcher.stop();
       const leave = async () => {
         await consumer.close();
-        await Promise.all([fetcher.stopped(), committer.close(), prober?.close()]);
+        await Promise.all([fetcher.stopped(), requests.close(), prober?.close()]);
       };
       await (gate === undefined ? leave() : gate(leave, { kind: 'leave', forgottenSeeks: 0 }));
     },

@@ -35,6 +35,8 @@ interface TestMember {
   readonly port: ConsumerPort;
   readonly records: SourceRecord[];
   readonly joins: GroupJoin[];
+  /** When each join happened (performance.now()). */
+  readonly joinedAt: number[];
   readonly steps: Array<GroupStep['kind']>;
   readonly crashes: ConsumerCrash[];
   readonly writes: Write[];
@@ -51,6 +53,7 @@ interface MemberOptions {
   readonly writeMs?: number;
   /** Leaves records unresolved and uncommitted (seek and pause tests drive the position). */
   readonly resolve?: boolean;
+  readonly sessionTimeoutMs?: number;
 }
 
 const members: TestMember[] = [];
@@ -61,12 +64,13 @@ afterAll(async () => {
 });
 
 /** Starts a member: its gate waits for the batches in its hands, its batches are resolved and committed after a write. */
-async function startMember({ name, client, group, topic, writeMs = 0, resolve = true }: MemberOptions): Promise<TestMember> {
+async function startMember(options: MemberOptions): Promise<TestMember> {
+  const { name, client, group, topic, writeMs = 0, resolve = true, sessionTimeoutMs = 30_000 } = options;
   const settings = { ...plaintextKafka(testBrokers(), `port-consumer-${name}`), client };
   await verifyKafkaClient(settings);
   const port = createKafkaClient(settings).consumer({
     groupId: group,
-    sessionTimeoutMs: 30_000,
+    sessionTimeoutMs,
     rebalanceTimeoutMs: 30_000,
     heartbeatIntervalMs: 1_000,
     maxWaitMs: 500,
@@ -78,6 +82,7 @@ async function startMember({ name, client, group, topic, writeMs = 0, resolve = 
     port,
     records: [],
     joins: [],
+    joinedAt: [],
     steps: [],
     crashes: [],
     writes: [],
@@ -85,7 +90,10 @@ async function startMember({ name, client, group, topic, writeMs = 0, resolve = 
   };
   members.push(member);
   const drained: Array<() => void> = [];
-  port.onGroupJoin((join) => member.joins.push(join));
+  port.onGroupJoin((join) => {
+    member.joins.push(join);
+    member.joinedAt.push(performance.now());
+  });
   port.onCrash((crash) => member.crashes.push(crash));
   await port.connect();
   await port.subscribe({ topics: [topic], fromBeginning: true });
@@ -93,7 +101,13 @@ async function startMember({ name, client, group, topic, writeMs = 0, resolve = 
     member.inFlight += 1;
     try {
       const start = performance.now();
-      if (writeMs > 0) await sleep(writeMs * handle.batch.records.length);
+      // Heartbeats while it writes, as the host does: a client without background heartbeats sends them.
+      const heartbeats = setInterval(() => void handle.heartbeat().catch(() => undefined), 1_000);
+      try {
+        if (writeMs > 0) await sleep(writeMs * handle.batch.records.length);
+      } finally {
+        clearInterval(heartbeats);
+      }
       member.records.push(...handle.batch.records);
       member.writes.push({ member: name, partition: handle.batch.partition, start, end: performance.now() });
       const last = handle.batch.records.at(-1);
@@ -339,6 +353,39 @@ describe.each(CLIENTS)('the Kafka port’s consumer on %s', (client) => {
     const seen = [...first.records, ...second.records].map((record) => `${record.partition}:${String(record.offset)}`);
     expect(new Set(seen).size).toBe(2 * half);
     expect(seen.length).toBe(2 * half);
+  });
+
+  it('keeps its membership while its rejoin waits for a write longer than the session timeout: the partitions move only after it', async () => {
+    // Prepare: one record per partition, each written for 9 s by the first member (session timeout 6 s)
+    const topic = unique();
+    const group = unique();
+    await createTestTopic(topic, 2);
+    await produce(topic, [
+      { partition: 0, value: 'a0' },
+      { partition: 1, value: 'a1' },
+    ]);
+    const first = await startMember({ name: `${client}-slow`, client, group, topic, writeMs: 9_000, sessionTimeoutMs: 6_000 });
+    await until(() => first.inFlight > 0, 'the first member writing');
+
+    // Act: a second member joins while the first one writes; then a record per partition more
+    const second = await startMember({ name: `${client}-quick`, client, group, topic, sessionTimeoutMs: 6_000 });
+    await produce(topic, [
+      { partition: 0, value: 'b0' },
+      { partition: 1, value: 'b1' },
+    ]);
+    await until(() => first.records.length + second.records.length >= 4, 'every record', 60_000);
+    await Promise.all([first.port.disconnect(), second.port.disconnect()]);
+
+    // Assess: the second member joined only once both writes were done (a timer may fire a hair early); no overlap, every record once
+    const [a, b] = first.writes;
+    expect([a, b].map((write) => (write?.end ?? 0) - (write?.start ?? 0) >= 8_900)).toEqual([true, true]);
+    expect(second.joinedAt[0]).toBeGreaterThanOrEqual(Math.max(a?.end ?? Infinity, b?.end ?? Infinity));
+    const overlaps = first.writes.flatMap((a) =>
+      second.writes.filter((b) => a.partition === b.partition && a.start < b.end && b.start < a.end).map((b) => [a, b]),
+    );
+    expect(overlaps).toEqual([]);
+    const seen = [...first.records, ...second.records].map((record) => `${record.partition}:${String(record.offset)}`);
+    expect(seen.sort()).toEqual(['0:0', '0:1', '1:0', '1:1']);
   });
 
   it('leaves its group on a stop, through the gate: the group is empty at once', async () => {
