@@ -216,9 +216,15 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
     async disconnect() {
       stopping = true;
       fetcher.stop();
+      // The leave first, on its own: the client's close would give a LeaveGroup up at once when
+      // the coordinator cannot be reached, and say nothing of it (the member then stays in the
+      // group until its session times out); its leaveGroup retries, and fails if it must.
       const leave = async () => {
-        await consumer.close();
-        await Promise.all([fetcher.stopped(), requests.close(), prober?.close()]);
+        try {
+          await consumer.leaveGroup();
+        } finally {
+          await Promise.allSettled([consumer.close(), fetcher.stopped(), requests.close(), prober?.close()]);
+        }
       };
       await (gate === undefined ? leave() : gate(leave, { kind: 'leave', forgottenSeeks: 0 }));
     },
