@@ -219,6 +219,8 @@ export function platformaticConsumer(connection: ReturnType<typeof platformaticC
       // The leave first, on its own: the client's close would give a LeaveGroup up at once when
       // the coordinator cannot be reached, and say nothing of it (the member then stays in the
       // group until its session times out); its leaveGroup retries, and fails if it must.
+      // (Its leaveGroup reads the subscription's metadata first, which fails once a topic is gone:
+      // the close then tries a LeaveGroup on the coordinator's connection all the same.)
       const leave = async () => {
         try {
           await consumer.leaveGroup();

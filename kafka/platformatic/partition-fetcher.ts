@@ -18,17 +18,46 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ListOffsetTimestamps, ResponseError } from '@platformatic/kafka';
 import type { ClusterMetadata, Consumer, fetchV17 } from '@platformatic/kafka';
 import type { CommitRequest, ConsumerOptions, PartitionHandle, PolledBatch, RunOptions, UnreadableBatch } from '../port.js';
+import { UnknownTopicError } from '../port.js';
 import { codecOf, decodeFailureOf, protocolErrorsOf } from './fetch-errors.js';
 import { sourceRecords } from './records.js';
 
 type FetchResponse = fetchV17.FetchResponse;
 type FetchResponsePartition = fetchV17.FetchResponsePartition;
 
-/** Failed fetches in a row of one leader's loop before the host is asked (about kafkajs' 5 retries). */
-const MAX_FETCH_FAILURES = 6;
-/** The first wait after a failed fetch; doubled per failure, 8 s at most. */
+/**
+ * How long fetches (or the reads a join needs) may fail in a row, retried, before the host is
+ * asked whether the consumer starts again: about kafkajs' five retries. Each failure of the client
+ * already took its own retries (a second apart).
+ */
+const FAILING_FOR_MS = 5_000;
+
+/** Counts failures in a row, and says when they lasted long enough to give up. */
+function failureRun(): { failed(): boolean; succeeded(): void; readonly count: number } {
+  let count = 0;
+  let since = 0;
+  return {
+    failed() {
+      if (count === 0) since = performance.now();
+      count += 1;
+      return count >= 2 && performance.now() - since >= FAILING_FOR_MS;
+    },
+    succeeded() {
+      count = 0;
+    },
+    get count() {
+      return count;
+    },
+  };
+}
+/** The first wait after a failed fetch; doubled per failure, 2.4 s at most (about kafkajs' 9 s to a crash). */
 const RETRY_BASE_MS = 300;
-const RETRY_MAX_MS = 8_000;
+const RETRY_MAX_MS = 2_400;
+
+/** The wait before the `failures`-th retry. */
+function retryDelayMs(failures: number): number {
+  return Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** failures);
+}
 
 /** One assigned partition, in one generation. */
 interface PartitionState {
@@ -142,10 +171,13 @@ export function createPartitionFetcher({
   const wakeUp = signal();
   let metadata: ClusterMetadata | undefined;
   let refreshing: Promise<ClusterMetadata | undefined> | undefined;
+  /** Metadata refreshes in a row that found an assigned partition without a leader, and whether one is due. */
+  const leaderless = failureRun();
+  let leaderWait = false;
 
   const refreshMetadata = (forceUpdate: boolean): Promise<ClusterMetadata | undefined> => {
     refreshing ??= consumer
-      .metadata({ topics: [...topics], forceUpdate })
+      .metadata({ topics: [...topics], forceUpdate, retries: 0 })
       .then(
         (fresh) => {
           metadata = fresh;
@@ -171,11 +203,11 @@ export function createPartitionFetcher({
   /** Starts a loop for every leader of an assigned partition that has none; refreshes the metadata when a leader is unknown. */
   const ensureLoops = () => {
     if (run === undefined || stopping || suspended) return;
-    let unknown = false;
+    let unknown: PartitionState | undefined;
     for (const state of allStates()) {
       const leader = leaderOf(state);
       if (leader === undefined || leader < 0) {
-        unknown = true;
+        unknown ??= state;
         continue;
       }
       if (!loops.has(leader))
@@ -184,16 +216,34 @@ export function createPartitionFetcher({
           leaderLoop(leader).finally(() => loops.delete(leader)),
         );
     }
-    if (unknown)
-      void sleep(RETRY_BASE_MS).then(async () => {
-        await refreshMetadata(true);
-        ensureLoops();
-      });
+    if (unknown === undefined) {
+      leaderless.succeeded();
+      return;
+    }
+    if (leaderWait) return;
+    // No leader for a while (a deleted topic, above all): a failure like a failed fetch.
+    if (leaderless.failed()) {
+      leaderless.succeeded();
+      const { topic, partition } = unknown;
+      crash(
+        metadata?.topics.has(topic)
+          ? new Error(`no leader of topic ${topic} partition ${partition} is known`)
+          : new UnknownTopicError(topic),
+      );
+      return;
+    }
+    leaderWait = true;
+    void sleep(retryDelayMs(leaderless.count)).then(async () => {
+      await refreshMetadata(true);
+      leaderWait = false;
+      ensureLoops();
+    });
   };
 
   /** Where each partition of a generation starts: its committed offset, else the earliest or the end. */
   const position = async (fetchedIn: number, states: readonly PartitionState[]): Promise<void> => {
-    for (let attempt = 1; ; attempt += 1) {
+    const failures = failureRun();
+    for (;;) {
       if (generation() !== fetchedIn || stopping) return;
       try {
         const byTopic = new Map<string, PartitionState[]>();
@@ -224,11 +274,11 @@ export function createPartitionFetcher({
         wakeUp.wake();
         return;
       } catch (error) {
-        if (attempt >= MAX_FETCH_FAILURES) {
+        if (failures.failed()) {
           if (generation() === fetchedIn && !stopping) crash(error instanceof Error ? error : new Error(String(error)));
           return;
         }
-        await sleep(Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** attempt));
+        await sleep(retryDelayMs(failures.count));
       }
     }
   };
@@ -409,7 +459,7 @@ export function createPartitionFetcher({
 
   /** One leader's loop: fetch its partitions, hand them over, again; it ends once it leads none of them. */
   const leaderLoop = async (node: number): Promise<void> => {
-    let failures = 0;
+    const failures = failureRun();
     while (!stopping && run !== undefined) {
       const mine = allStates().filter((state) => leaderOf(state) === node);
       if (mine.length === 0 || suspended) return;
@@ -423,7 +473,7 @@ export function createPartitionFetcher({
       let answer: FetchResponse;
       try {
         answer = await fetchOnce(node, picked, options.maxBytesPerPartition);
-        failures = 0;
+        failures.succeeded();
       } catch (error) {
         if (stopping) return;
         const decodeFailure = decodeFailureOf(error);
@@ -435,12 +485,11 @@ export function createPartitionFetcher({
         const partial = responseOf(error);
         const outOfRange = protocolErrorsOf(error).has('OFFSET_OUT_OF_RANGE');
         if (partial === undefined || !outOfRange) {
-          failures += 1;
-          if (failures >= MAX_FETCH_FAILURES) {
+          if (failures.failed()) {
             crash(error instanceof Error ? error : new Error(String(error)));
             return;
           }
-          await sleep(Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** failures));
+          await sleep(retryDelayMs(failures.count));
           await refreshMetadata(true);
           ensureLoops();
           continue;
