@@ -8,16 +8,14 @@
  * from, naming the batch). The admin side is kafka-port-contract.test.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { open } from 'node:fs/promises';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Admin } from '@platformatic/kafka';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKafkaClient, verifyKafkaClient } from '../../kafka/clients.js';
 import { plaintextKafka } from '../../kafka/connection.js';
 import type { ConsumerCrash, ConsumerPort, GroupJoin, GroupStep, KafkaClientName, PartitionHandle } from '../../kafka/port.js';
 import type { SourceRecord } from '../../shared/kafka-event-builder.js';
 import { consoleProduce, killConsoleProducers } from '../helpers/console-producer.js';
+import { spoilFirstGzipBatch } from '../helpers/kafka-disk.js';
 import { createTestTopic, produce, testBrokers, testKafka } from '../helpers/kafka.js';
 
 const CLIENTS: readonly KafkaClientName[] = ['kafkajs', 'platformatic'];
@@ -143,46 +141,6 @@ async function until(done: () => boolean, what: string, timeoutMs = 30_000): Pro
 
 function offsetsOf(records: readonly SourceRecord[], partition?: number): string[] {
   return records.filter((record) => partition === undefined || record.partition === partition).map((record) => String(record.offset));
-}
-
-/** Where the broker keeps a partition's log (DescribeLogDirs): the run's broker is local, its files are ours to spoil. */
-async function partitionLogDir(topic: string, partition: number): Promise<string> {
-  const admin = new Admin({ clientId: 'port-consumer-log-dirs', bootstrapBrokers: testBrokers() });
-  try {
-    const [broker] = await admin.describeLogDirs({ topics: [{ name: topic, partitions: [partition] }] });
-    const dir = broker?.results.find((result) => result.topics.some((one) => one.name === topic))?.logDir;
-    if (dir === undefined) throw new Error(`the broker names no log dir of ${topic}`);
-    return join(dir, `${topic}-${partition}`);
-  } finally {
-    await admin.close();
-  }
-}
-
-/**
- * Spoils the first gzip batch of a partition's first segment where it lies on the broker's disk:
- * its compressed bytes no longer start with gzip's magic number, so no client can inflate them;
- * the batch's header (offsets, length) stays intact. Returns the batch's first and last offsets.
- */
-async function spoilFirstGzipBatch(topic: string, partition: number): Promise<{ first: string; last: string }> {
-  const file = await open(join(await partitionLogDir(topic, partition), '00000000000000000000.log'), 'r+');
-  try {
-    const { size } = await file.stat();
-    const header = Buffer.alloc(61);
-    for (let at = 0; at + 61 <= size;) {
-      await file.read(header, 0, 61, at);
-      const length = header.readInt32BE(8);
-      const gzip = (header.readInt16BE(21) & 0x07) === 1;
-      if (gzip) {
-        await file.write(Buffer.from([0, 0]), 0, 2, at + 61);
-        const first = header.readBigInt64BE(0);
-        return { first: first.toString(), last: (first + BigInt(header.readInt32BE(23))).toString() };
-      }
-      at += 12 + length;
-    }
-  } finally {
-    await file.close();
-  }
-  throw new Error(`no gzip batch in ${topic}-${partition}`);
 }
 
 describe.each(CLIENTS)('the Kafka port’s consumer on %s', (client) => {
