@@ -1,9 +1,13 @@
 import { createHash, createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import type * as CredentialProviders from '@aws-sdk/credential-providers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { memberClientId, plaintextKafka } from '../../../kafka/connection.js';
 import { kafkaConnection } from '../../../kafka/kafkajs/connection.js';
+import { platformaticConnection } from '../../../kafka/platformatic/connection.js';
 import { mskIamTokenProvider } from '../../../kafka/msk-iam.js';
 import { loadHostSettings } from '../../../config/host-settings.js';
 
@@ -66,6 +70,92 @@ describe('the one Kafka connection mapping', () => {
     // Assess
     expect(fromEnvironment).toEqual({ clientId: 'storage-consumer', brokers: ['127.0.0.1:9092'], ssl: false });
     expect(fromList).toEqual(fromEnvironment);
+  });
+});
+
+describe('the platformatic connection mapping', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it.each([
+    ['plain', 'PLAIN'],
+    ['scram-sha-256', 'SCRAM-SHA-256'],
+    ['SCRAM-SHA-512', 'SCRAM-SHA-512'],
+  ])('KAFKA_SASL_MECHANISM=%s gives platformatic %s with the user and password, over TLS checking the host name', (variable, mechanism) => {
+    // Act
+    const connection = platformaticConnection(
+      loadHostSettings({
+        KAFKA_BROKERS: 'b1:9096,b2:9096',
+        KAFKA_SSL: 'true',
+        KAFKA_SASL_MECHANISM: variable,
+        KAFKA_SASL_USERNAME: 'u',
+        KAFKA_SASL_PASSWORD: 'p',
+      }).kafka,
+    );
+
+    // Assess
+    expect(connection).toEqual({
+      clientId: 'storage-consumer',
+      bootstrapBrokers: ['b1:9096', 'b2:9096'],
+      tls: { rejectUnauthorized: true },
+      tlsServerName: true,
+      sasl: { mechanism, username: 'u', password: 'p' },
+    });
+  });
+
+  it('KAFKA_SSL_CA_FILE and KAFKA_SSL_REJECT_UNAUTHORIZED reach the TLS options; a client id of its own replaces the setting', () => {
+    // Prepare
+    const folder = mkdtempSync(join(tmpdir(), 'sc-ca-'));
+    const caFile = join(folder, 'ca.pem');
+    const ca = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    writeFileSync(caFile, ca);
+
+    // Act
+    const settings = loadHostSettings({ KAFKA_BROKERS: 'b1:9093', KAFKA_SSL_CA_FILE: caFile, KAFKA_SSL_REJECT_UNAUTHORIZED: 'false' });
+    const connection = platformaticConnection(settings.kafka, 'storage-consumer-admin');
+    rmSync(folder, { recursive: true });
+
+    // Assess
+    expect(connection).toEqual({
+      clientId: 'storage-consumer-admin',
+      bootstrapBrokers: ['b1:9093'],
+      tls: { rejectUnauthorized: false, ca },
+      tlsServerName: true,
+    });
+  });
+
+  it('KAFKA_SASL_MECHANISM=aws-msk-iam gives OAUTHBEARER whose token provider returns the signed token string', async () => {
+    // Prepare: the default chain's first source, the environment
+    vi.stubEnv('AWS_PROFILE', '');
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIDPLATFORMATIC');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'secret-from-env');
+    vi.stubEnv('AWS_SESSION_TOKEN', 'token-from-env');
+    const settings = loadHostSettings({ KAFKA_BROKERS: brokers, KAFKA_SASL_MECHANISM: 'aws-msk-iam', KAFKA_AWS_REGION: 'eu-central-1' });
+
+    // Act
+    const connection = platformaticConnection(settings.kafka);
+    const sasl = connection.sasl;
+    const token = sasl && 'token' in sasl && typeof sasl.token === 'function' ? await sasl.token() : undefined;
+
+    // Assess
+    expect(connection.tls).toEqual({ rejectUnauthorized: true });
+    expect(connection.tlsServerName).toBe(true);
+    expect(sasl).toEqual({ mechanism: 'OAUTHBEARER', token: expect.any(Function) });
+    expect(typeof token).toBe('string');
+    const url = new URL(Buffer.from(String(token), 'base64url').toString('utf8'));
+    expect(url.host).toBe('kafka.eu-central-1.amazonaws.com');
+    expect(url.searchParams.get('Action')).toBe('kafka-cluster:Connect');
+    expect(url.searchParams.get('X-Amz-Credential')).toMatch(/^AKIDPLATFORMATIC\/\d{8}\/eu-central-1\/kafka-cluster\/aws4_request$/);
+    expect(url.searchParams.get('X-Amz-Security-Token')).toBe('token-from-env');
+  });
+
+  it('no mechanism and no TLS: plaintext, no TLS options, no SASL', () => {
+    // Act
+    const connection = platformaticConnection(plaintextKafka(['127.0.0.1:9092']));
+
+    // Assess
+    expect(connection).toEqual({ clientId: 'storage-consumer', bootstrapBrokers: ['127.0.0.1:9092'] });
   });
 });
 
