@@ -67,6 +67,12 @@ export interface BrokerOptions {
    * (Kafka's own default, which these brokers set to 0) for a test of what production brokers do.
    */
   readonly properties?: Readonly<Record<string, string>>;
+  /**
+   * SCRAM credentials written when the data folder is formatted (`kafka-storage format
+   * --add-scram`), e.g. `SCRAM-SHA-256=[name=alice,password=alice-secret]`: a SASL_SCRAM listener
+   * in `properties` then has its users before the first client connects.
+   */
+  readonly scramCredentials?: readonly string[];
 }
 
 /** A cluster to use: one this process started, or the one `KAFKA_BROKERS` names. */
@@ -152,7 +158,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<StartedB
     const extra = Object.entries(options.properties ?? {}).map(([key, value]) => `${key}=${value}\n`);
     // A key written again later in the file wins (java.util.Properties).
     await writeFile(propertiesFile, serverProperties(dataDir, port, controllerPort) + extra.join(''));
-    launched = await launch(distribution.classpath, heapMb, dataDir);
+    launched = await launch(distribution.classpath, heapMb, dataDir, options.scramCredentials ?? []);
   } catch (error) {
     if (options.ephemeral) await rm(dataDir, { recursive: true, force: true });
     throw error;
@@ -270,7 +276,7 @@ interface Launched {
 }
 
 /** Formats the data folder on first use, then spawns the broker's JVM, logging to broker.log. */
-async function launch(classpath: string, heapMb: number, dataDir: string): Promise<Launched> {
+async function launch(classpath: string, heapMb: number, dataDir: string, scramCredentials: readonly string[]): Promise<Launched> {
   const propertiesFile = join(dataDir, PROPERTIES_FILE);
   const logFile = join(dataDir, LOG_FILE);
   const logHandle = await open(logFile, 'w');
@@ -278,7 +284,7 @@ async function launch(classpath: string, heapMb: number, dataDir: string): Promi
     let formatMs: number | undefined;
     if (!(await exists(join(dataDir, LOG_DIRS, 'meta.properties')))) {
       const began = Date.now();
-      await formatStorage(classpath, propertiesFile, logHandle.fd, logFile);
+      await formatStorage(classpath, propertiesFile, scramCredentials, logHandle.fd, logFile);
       formatMs = Date.now() - began;
     }
     const jvm = spawn(java(), [...jvmOptions(heapMb, dataDir), '-cp', classpath, MAIN_CLASS, propertiesFile], {
@@ -294,7 +300,13 @@ async function launch(classpath: string, heapMb: number, dataDir: string): Promi
 }
 
 /** `kafka-storage.sh format` without the script: a static single-voter quorum needs no --standalone. */
-async function formatStorage(classpath: string, propertiesFile: string, logFd: number, logFile: string): Promise<void> {
+async function formatStorage(
+  classpath: string,
+  propertiesFile: string,
+  scramCredentials: readonly string[],
+  logFd: number,
+  logFile: string,
+): Promise<void> {
   const child = spawn(
     java(),
     [
@@ -306,6 +318,7 @@ async function formatStorage(classpath: string, propertiesFile: string, logFd: n
       '--ignore-formatted',
       `--cluster-id=${clusterId()}`,
       `--config=${propertiesFile}`,
+      ...scramCredentials.flatMap((credential) => ['--add-scram', credential]),
     ],
     { stdio: ['ignore', logFd, logFd] },
   );
