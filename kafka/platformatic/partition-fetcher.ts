@@ -213,7 +213,13 @@ export function createPartitionFetcher({
       if (!loops.has(leader))
         loops.set(
           leader,
-          leaderLoop(leader).finally(() => loops.delete(leader)),
+          leaderLoop(leader)
+            // An error of the host's eachBatch (the host catches its own; another caller may not) or a
+            // bug here: the loop ends, and the host decides whether the consumer starts again.
+            .catch((error: unknown) => {
+              if (!stopping) crash(error instanceof Error ? error : new Error(String(error)));
+            })
+            .finally(() => loops.delete(leader)),
         );
     }
     if (unknown === undefined) {
