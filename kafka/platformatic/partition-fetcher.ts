@@ -10,17 +10,17 @@
  * is positioned, not paused and not in the host's hands, in one request; each partition's records
  * go to the host's `eachBatch` as a handle, at most `partitionsConsumedConcurrently` at once, and
  * the loop fetches again once they all returned. A fetch the client could not decode is located
- * (one partition at a time, then one batch at a time) and reported as a crash the consumer does not
- * restart from; any other failure is retried against fresh metadata, and a persistent one is a
- * crash the host decides on.
+ * (./unreadable-batch.ts) and reported as a crash the consumer does not restart from; any other
+ * failure is retried against fresh metadata, and a persistent one is a crash the host decides on.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ListOffsetTimestamps, ResponseError } from '@platformatic/kafka';
 import type { ClusterMetadata, Consumer, fetchV17 } from '@platformatic/kafka';
 import type { CommitRequest, ConsumerOptions, PartitionHandle, PolledBatch, RunOptions, UnreadableBatch } from '../port.js';
 import { UnknownTopicError } from '../port.js';
-import { codecOf, decodeFailureOf, protocolErrorsOf } from './fetch-errors.js';
+import { decodeFailureOf, protocolErrorsOf } from './fetch-errors.js';
 import { sourceRecords } from './records.js';
+import { locateUnreadableBatch } from './unreadable-batch.js';
 
 type FetchResponse = fetchV17.FetchResponse;
 type FetchResponsePartition = fetchV17.FetchResponsePartition;
@@ -329,97 +329,6 @@ export function createPartitionFetcher({
     });
   };
 
-  /**
-   * One fetch of `state`'s partition alone from `offset` by the probe consumer (no retries): the
-   * last offset of what it read and the partition's end, or the decode failure.
-   */
-  const readsAt = async (
-    node: number,
-    state: PartitionState,
-    offset: bigint,
-    partitionMaxBytes: number,
-  ): Promise<{ readonly last: bigint | undefined } | { readonly failure: Error }> => {
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        const answer = await fetchOnce(node, [state], partitionMaxBytes, new Map([[state, offset]]), probe());
-        const records = answer.responses[0]?.partitions[0]?.records ?? [];
-        let last: bigint | undefined;
-        for (const batch of records) {
-          const batchLast = batch.firstOffset + BigInt(batch.lastOffsetDelta);
-          if (last === undefined || batchLast > last) last = batchLast;
-        }
-        return { last };
-      } catch (error) {
-        const failure = decodeFailureOf(error);
-        if (failure !== undefined) return { failure };
-        // A fetch that failed to decode leaves the client's fetch session behind the broker's: the next
-        // one is refused (INVALID_FETCH_SESSION_EPOCH), and the client starts a new session after it.
-        if (attempt >= 3) throw error;
-      }
-    }
-  };
-
-  /**
-   * Finds the batch a failed fetch could not decode. Each partition of the fetch is fetched alone
-   * from its position; in the one that fails, one batch per fetch (the broker answers at least one
-   * whole batch however small the limit) up to the first that fails: its first offset. Its last is
-   * the offset before the first one a fetch reads again, found by doubling steps and then halving
-   * them (a fetch from inside the batch answers the whole batch, and fails again), or the
-   * partition's end.
-   */
-  const locate = async (node: number, states: readonly PartitionState[], failure: Error): Promise<UnreadableBatch> => {
-    const found = codecOf(failure);
-    const unlocated: UnreadableBatch = { ...(found ? { codec: found } : {}), reason: failure.message };
-    try {
-      for (const state of states) {
-        let base = state.position as bigint;
-        const whole = await readsAt(node, state, base, options.maxBytesPerPartition);
-        if (!('failure' in whole)) continue;
-        let unreadable = whole.failure;
-        for (;;) {
-          const one = await readsAt(node, state, base, 1);
-          if ('failure' in one) {
-            unreadable = one.failure;
-            break;
-          }
-          if (one.last === undefined || one.last < base) return unlocated;
-          base = one.last + 1n;
-        }
-        const end =
-          (
-            await consumer.listOffsets({
-              topics: [state.topic],
-              partitions: { [state.topic]: [state.partition] },
-              timestamp: ListOffsetTimestamps.LATEST,
-            })
-          ).get(state.topic)?.[state.partition] ?? base + 1n;
-        let bad = base;
-        let readable = end;
-        for (let step = 1n; bad + step < end; step *= 2n) {
-          if (!('failure' in (await readsAt(node, state, bad + step, 1)))) {
-            readable = bad + step;
-            break;
-          }
-          bad += step;
-        }
-        while (readable - bad > 1n) {
-          const middle = (bad + readable) / 2n;
-          if ('failure' in (await readsAt(node, state, middle, 1))) bad = middle;
-          else readable = middle;
-        }
-        const codec = codecOf(unreadable);
-        return {
-          ...(codec ? { codec } : {}),
-          reason: unreadable.message,
-          location: { partition: state.partition, baseOffset: base.toString(), lastOffset: (readable - 1n).toString() },
-        };
-      }
-    } catch {
-      // The broker went away while we looked: the batch stays unlocated, the crash is fatal all the same.
-    }
-    return unlocated;
-  };
-
   /** A partition's fetched records as a handle for the host. */
   const handleOf = (
     state: PartitionState,
@@ -484,7 +393,23 @@ export function createPartitionFetcher({
         if (stopping) return;
         const decodeFailure = decodeFailureOf(error);
         if (decodeFailure !== undefined) {
-          const unreadable = await locate(node, picked, decodeFailure);
+          const unreadable = await locateUnreadableBatch({
+            partitions: picked.map(({ topic, partition, position }) => ({ topic, partition, position: position as bigint })),
+            failure: decodeFailure,
+            maxBytesPerPartition: options.maxBytesPerPartition,
+            fetch: ({ topic, partition }, offset, partitionMaxBytes) => {
+              const state = assigned.get(topic)?.get(partition) as PartitionState;
+              return fetchOnce(node, [state], partitionMaxBytes, new Map([[state, offset]]), probe());
+            },
+            end: async ({ topic, partition }) =>
+              (
+                await consumer.listOffsets({
+                  topics: [topic],
+                  partitions: { [topic]: [partition] },
+                  timestamp: ListOffsetTimestamps.LATEST,
+                })
+              ).get(topic)?.[partition],
+          });
           crash(error instanceof Error ? error : new Error(String(error)), unreadable);
           return;
         }
