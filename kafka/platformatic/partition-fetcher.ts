@@ -20,6 +20,7 @@ import type { CommitRequest, ConsumerOptions, PartitionHandle, PolledBatch, RunO
 import { UnknownTopicError } from '../port.js';
 import { decodeFailureOf, protocolErrorsOf } from './fetch-errors.js';
 import { sourceRecords } from './records.js';
+import { resetOffsets, startOffsets } from './start-offsets.js';
 import { locateUnreadableBatch } from './unreadable-batch.js';
 
 type FetchResponse = fetchV17.FetchResponse;
@@ -255,23 +256,16 @@ export function createPartitionFetcher({
         const byTopic = new Map<string, PartitionState[]>();
         for (const state of states) byTopic.set(state.topic, [...(byTopic.get(state.topic) ?? []), state]);
         for (const [topic, partitionStates] of byTopic) {
-          const partitions = partitionStates.map(({ partition }) => partition);
-          const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic) ?? [];
-          const missing = partitionStates.filter(({ partition }) => (committed[partition] ?? -1n) < 0n);
-          const starts =
-            missing.length === 0
-              ? []
-              : ((
-                  await consumer.listOffsets({
-                    topics: [topic],
-                    partitions: { [topic]: missing.map(({ partition }) => partition) },
-                    timestamp: fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
-                  })
-                ).get(topic) ?? []);
+          const starts = await startOffsets(
+            consumer,
+            topic,
+            partitionStates.map(({ partition }) => partition),
+            fromBeginning,
+          );
           for (const state of partitionStates) {
             // A seek since the join (the host's own) says where the partition goes on.
             if (state.position !== undefined || state.version !== 0) continue;
-            const start = (committed[state.partition] ?? -1n) >= 0n ? committed[state.partition] : starts[state.partition];
+            const start = starts.get(state.partition);
             if (start !== undefined) state.position = start;
           }
         }
@@ -293,12 +287,7 @@ export function createPartitionFetcher({
   const resetOutOfRange = async (states: readonly PartitionState[]): Promise<void> => {
     for (const state of states) {
       const version = state.version;
-      const offsets = await consumer.listOffsets({
-        topics: [state.topic],
-        partitions: { [state.topic]: [state.partition] },
-        timestamp: fromBeginning ? ListOffsetTimestamps.EARLIEST : ListOffsetTimestamps.LATEST,
-      });
-      const start = offsets.get(state.topic)?.[state.partition];
+      const start = (await resetOffsets(consumer, state.topic, [state.partition], fromBeginning)).get(state.partition);
       if (start !== undefined && state.version === version && current(state)) state.position = start;
     }
   };
