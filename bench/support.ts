@@ -9,7 +9,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import type { Context } from 'aws-lambda';
 import type { ReviewMessage } from '../shared/contracts/reviews.js';
 import { PIPELINES } from '../shared/pipelines.js';
-import { KAFKA_CLIENT_NAMES } from '../kafka/port.js';
+import { CLIENT_NAMES } from '../kafka/port.js';
 import type { KafkaClientName } from '../kafka/port.js';
 
 /** The package root (the benches run npm and the host from there). */
@@ -30,7 +30,7 @@ export const HOST_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '-
  * Kafka seam"); the first is the default. The benches measure our host on each one asked for,
  * side by side in one run.
  */
-export const HOST_KAFKA_CLIENTS = KAFKA_CLIENT_NAMES;
+export const HOST_KAFKA_CLIENTS = CLIENT_NAMES;
 
 /** One of {@link HOST_KAFKA_CLIENTS}. */
 export type HostKafkaClient = KafkaClientName;

@@ -18,7 +18,7 @@ import {
   STORAGE_DB_STATEMENT_TIMEOUT_MS,
   STORAGE_FAILURE_RESPONSE,
 } from '../shared/setting-declarations.js';
-import { KAFKA_CLIENT_NAMES } from '../kafka/port.js';
+import { CLIENT_NAMES } from '../kafka/port.js';
 import type { KafkaClientName } from '../kafka/port.js';
 import { SASL_MECHANISMS } from '../kafka/settings.js';
 import type { SaslMechanism } from '../kafka/settings.js';
@@ -144,7 +144,7 @@ export const KAFKA_CLIENT = setting({
     .string()
     .trim()
     .toLowerCase()
-    .pipe(z.enum(KAFKA_CLIENT_NAMES, { error: 'must be kafkajs or platformatic' })),
+    .pipe(z.enum(CLIENT_NAMES, { error: 'must be kafkajs or platformatic' })),
   fallback: 'kafkajs' as KafkaClientName,
   runtimes: hostAndCli,
   tier: 'advanced',

@@ -15,8 +15,8 @@ import type { CoreLogger } from '../shared/logger.js';
 import type { KafkaSettings } from './settings.js';
 
 /** The Kafka clients this project can run on; `kafkajs` is the default. */
-export const KAFKA_CLIENT_NAMES = ['kafkajs', 'platformatic'] as const;
-export type KafkaClientName = (typeof KAFKA_CLIENT_NAMES)[number];
+export const CLIENT_NAMES = ['kafkajs', 'platformatic'] as const;
+export type KafkaClientName = (typeof CLIENT_NAMES)[number];
 
 /** One polled batch of one partition. */
 export interface PolledBatch {
