@@ -151,7 +151,10 @@ export const KAFKA_CLIENT = setting({
   area: 'kafka',
   description:
     'The Kafka client library the host and the CLI run on: `kafkajs` (the default, the client every figure in docs/design.md rests on) ' +
-    'or `platformatic` (`@platformatic/kafka`, maintained; background heartbeats, every codec built in). docs/design.md compares them',
+    'or `platformatic` (`@platformatic/kafka`, maintained; background heartbeats, every codec built in). docs/design.md compares them. ' +
+    'Changing it means stopping every host of a pipeline first: the two name their group protocols differently (kafkajs ' +
+    '`RoundRobinAssigner`, platformatic `roundrobin`), so a host on the other client cannot join a group whose members run the first ' +
+    '(Kafka refuses the join: INCONSISTENT_GROUP_PROTOCOL) and its pipeline stops',
 });
 
 export const KAFKA_CLIENT_ID = setting({
